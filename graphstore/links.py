@@ -1,0 +1,105 @@
+"""Link tags: the only graph structure the store keeps.
+
+A node links *out* to a tag and another node links *in* to the same tag; the edge between
+them is implied and found at query time, never stored.  `Link` mirrors LangChain's
+`langchain_community.graph_vectorstores.links.Link` field for field, so links made by
+LangChain's extractors are accepted as they are (see `as_link`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from graphstore.errors import InvalidInputError
+
+Direction = Literal["in", "out", "bidir"]
+DIRECTIONS: frozenset[str] = frozenset(get_args(Direction))
+
+MAX_TAG_LENGTH = 1024
+"""Longest accepted kind or tag, in characters: tags are keys, not payloads."""
+
+TagKey = tuple[str, str]
+"""A `(kind, tag)` pair: the unit the store indexes and the traversal visits."""
+
+
+@dataclass(frozen=True, order=True)
+class Link:
+    """A link from or to the tag `tag` of the namespace `kind`."""
+
+    kind: str
+    direction: Direction
+    tag: str
+
+    @staticmethod
+    def incoming(kind: str, tag: str) -> Link:
+        """A link that lets nodes linking out to `(kind, tag)` reach this node."""
+        return Link(kind, "in", tag)
+
+    @staticmethod
+    def outgoing(kind: str, tag: str) -> Link:
+        """A link that lets this node reach nodes linking in to `(kind, tag)`."""
+        return Link(kind, "out", tag)
+
+    @staticmethod
+    def bidir(kind: str, tag: str) -> Link:
+        """A link in both directions: nodes sharing it reach each other."""
+        return Link(kind, "bidir", tag)
+
+    @property
+    def key(self) -> TagKey:
+        """The `(kind, tag)` pair this link points at."""
+        return (self.kind, self.tag)
+
+    @property
+    def is_outgoing(self) -> bool:
+        """True when traversal may leave the node through this link."""
+        return self.direction in ("out", "bidir")
+
+    @property
+    def is_incoming(self) -> bool:
+        """True when traversal may arrive at the node through this link."""
+        return self.direction in ("in", "bidir")
+
+
+def as_link(value: Any) -> Link:
+    """Convert a `Link`, LangChain `Link` or `{"kind", "direction", "tag"}` dict, validating it."""
+    kind: Any
+    direction: Any
+    tag: Any
+    if isinstance(value, dict):
+        kind, direction, tag = value.get("kind"), value.get("direction"), value.get("tag")
+    elif all(hasattr(value, name) for name in ("kind", "direction", "tag")):
+        kind, direction, tag = value.kind, value.direction, value.tag
+    else:
+        raise InvalidInputError(f"a link must be a Link, not {type(value).__name__}")
+    if direction not in DIRECTIONS:
+        raise InvalidInputError(f"link direction must be one of in, out, bidir, not {direction!r}")
+    for name, text in (("kind", kind), ("tag", tag)):
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInputError(f"link {name} must be a non-empty string, got {text!r}")
+        if len(text) > MAX_TAG_LENGTH:
+            raise InvalidInputError(
+                f"link {name} is {len(text)} characters long; the limit is {MAX_TAG_LENGTH}"
+            )
+    return Link(kind, direction, tag)
+
+
+def as_links(values: Iterable[Any] | None) -> frozenset[Link]:
+    """Validate a collection of links; duplicates collapse."""
+    if values is None:
+        return frozenset()
+    if isinstance(values, (str, bytes, dict)) or not isinstance(values, Iterable):
+        raise InvalidInputError(f"links must be a list of Link, not {type(values).__name__}")
+    return frozenset(as_link(value) for value in values)
+
+
+def outgoing_tags(links: Iterable[Link]) -> frozenset[TagKey]:
+    """The tags traversal may leave through."""
+    return frozenset(link.key for link in links if link.is_outgoing)
+
+
+def incoming_tags(links: Iterable[Link]) -> frozenset[TagKey]:
+    """The tags traversal may arrive through: one tag row each."""
+    return frozenset(link.key for link in links if link.is_incoming)

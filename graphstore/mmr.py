@@ -1,0 +1,93 @@
+"""Maximal marginal relevance over a candidate pool that grows while selecting.
+
+score(c) = λ · sim(c, query) − (1 − λ) · max_{s ∈ selected} sim(c, s)
+
+Both terms keep their weights for the whole search.  (LangChain's `MmrHelper` weights the
+redundancy by 1 − λ when a candidate is added but overwrites it with the raw similarity
+after each selection, so its λ silently stops applying; `test_mmr.py` pins the difference.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from graphstore.nodes import Vector
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A selected candidate with its similarity to the query and its MMR score when chosen."""
+
+    id: str
+    similarity: float
+    mmr_score: float
+
+
+class MmrSelector:
+    """Greedy MMR selection; candidates may be added between selections."""
+
+    def __init__(
+        self, query: Vector, lambda_mult: float, score_threshold: float = float("-inf")
+    ) -> None:
+        self.query = query
+        self.lambda_mult = lambda_mult
+        self.score_threshold = score_threshold
+        self._ids: list[str] = []
+        self._position: dict[str, int] = {}
+        self._embeddings = np.zeros((0, query.size), dtype=np.float32)
+        self._similarity = np.zeros(0, dtype=np.float32)
+        self._redundancy = np.zeros(0, dtype=np.float32)
+        self._open = np.zeros(0, dtype=bool)
+        self._selected: list[Vector] = []
+
+    def __contains__(self, node_id: str) -> bool:
+        """True for every id ever added, selected or not."""
+        return node_id in self._position
+
+    @property
+    def open_count(self) -> int:
+        """Candidates still waiting to be selected."""
+        return int(self._open.sum())
+
+    def add(self, ids: list[str], embeddings: NDArray[np.float32]) -> None:
+        """Add unit-embedding candidates; ids already known are ignored."""
+        fresh = [i for i, node_id in enumerate(ids) if node_id not in self._position]
+        if not fresh:
+            return
+        new = embeddings[fresh].astype(np.float32)
+        for offset, i in enumerate(fresh):
+            self._position[ids[i]] = len(self._ids) + offset
+        self._ids.extend(ids[i] for i in fresh)
+        redundancy = (
+            (new @ np.stack(self._selected).T).max(axis=1)
+            if self._selected
+            else np.full(len(fresh), -np.inf, dtype=np.float32)
+        )
+        self._embeddings = np.concatenate([self._embeddings, new])
+        self._similarity = np.concatenate([self._similarity, new @ self.query])
+        self._redundancy = np.concatenate([self._redundancy, redundancy])
+        self._open = np.concatenate([self._open, np.ones(len(fresh), dtype=bool)])
+
+    def scores(self) -> NDArray[np.float32]:
+        """The current MMR score of every candidate (closed ones are -inf)."""
+        # Before the first selection nothing is redundant (the -inf placeholder means "none").
+        redundancy = self._redundancy if self._selected else 0.0
+        weighted = self.lambda_mult * self._similarity - (1.0 - self.lambda_mult) * redundancy
+        return np.where(self._open, weighted, -np.inf).astype(np.float32)
+
+    def pop_best(self) -> Selection | None:
+        """Select the best open candidate, or None when none reaches the threshold."""
+        if not self._open.any():
+            return None
+        scores = self.scores()
+        best = int(np.argmax(scores))
+        if scores[best] < self.score_threshold:
+            return None
+        self._open[best] = False
+        chosen = self._embeddings[best]
+        self._selected.append(chosen)
+        self._redundancy = np.maximum(self._redundancy, self._embeddings @ chosen)
+        return Selection(self._ids[best], float(self._similarity[best]), float(scores[best]))

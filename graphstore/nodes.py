@@ -1,0 +1,77 @@
+"""Nodes (passages with links) and the records the store hands back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from graphstore.links import Link, TagKey
+
+Vector = NDArray[np.float32]
+"""A unit-length float32 embedding: cosine similarity is a dot product."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """A passage: its id, text, JSON metadata and link tags."""
+
+    id: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    links: frozenset[Link] = frozenset()
+
+
+@dataclass(frozen=True)
+class StoredNode:
+    """A node together with its (unit-length) embedding, as the backends hold it."""
+
+    node: Node
+    embedding: Vector
+
+
+@dataclass(frozen=True)
+class TagHit:
+    """One row of a tag's posting list: enough to rank and expand a node without reading it.
+
+    The embedding and outgoing tags are denormalized into the tag row, so a traversal step
+    never needs a follow-up read of the node.
+    """
+
+    id: str
+    embedding: Vector
+    outgoing: frozenset[TagKey]
+    similarity: float
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A search result and how it was reached.
+
+    `depth` is the number of tag hops from a root (0 for roots), `via` the `(kind, tag)` that
+    led to the node (None for roots), `mmr_score` the MMR score when the node was selected.
+    """
+
+    node: Node
+    similarity: float
+    depth: int = 0
+    via: TagKey | None = None
+    mmr_score: float | None = None
+
+
+def unit(vector: Any, dimension: int | None = None) -> Vector:
+    """A float32 unit vector, or a ValueError naming what is wrong with `vector`."""
+    array = np.asarray(vector, dtype=np.float32)
+    if array.ndim != 1 or array.size == 0:
+        raise ValueError(f"an embedding must be a non-empty 1-D vector, got shape {array.shape}")
+    if dimension is not None and array.size != dimension:
+        raise ValueError(f"embedding has dimension {array.size}; the store holds {dimension}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError("embedding contains NaN or infinite values")
+    norm = float(np.linalg.norm(array))
+    if norm == 0.0:
+        raise ValueError("embedding is the zero vector; cosine similarity is undefined")
+    return array / norm

@@ -1,0 +1,89 @@
+"""The narrow interface every backend implements; the traversal engine sees nothing else.
+
+The data model is the bipartite node–tag graph.  A backend keeps one record per node
+(text, embedding, metadata, links) and one record per (incoming tag, node) that carries the
+node's embedding, outgoing tags and filter terms, so `search_tag` answers "the nearest nodes
+under this tag" from the tag's own rows.  No edge between two nodes is ever stored.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from graphstore.links import TagKey
+from graphstore.nodes import StoredNode, TagHit, Vector
+
+
+@dataclass(frozen=True)
+class ScoredNode:
+    """A node from a vector search, with its cosine similarity to the query."""
+
+    stored: StoredNode
+    similarity: float
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Counts for `graphstore stats` and for consistency checks."""
+
+    nodes: int
+    tag_rows: int
+    tags: int
+    dimension: int | None
+    tag_frequencies: dict[TagKey, int] = field(default_factory=dict)
+    """How many nodes link in to each tag (only the most frequent, when the backend caps it)."""
+
+
+class Storage(ABC):
+    """A backend: node rows plus per-tag rows, searched by cosine similarity.
+
+    Vectors passed in are unit length (see `graphstore.nodes.unit`).  `filter_terms` are
+    made by `graphstore.metadata.required_terms`; a row passes when it has all of them.
+    """
+
+    @property
+    @abstractmethod
+    def dimension(self) -> int | None:
+        """The embedding dimension the store holds, or None while it is empty and unset."""
+
+    @abstractmethod
+    async def upsert(self, nodes: Sequence[StoredNode]) -> None:
+        """Write nodes with their tag rows, replacing earlier versions with the same ids.
+
+        A node whose links changed keeps no tag row of a link it no longer has.  Each node is
+        written completely or not at all.
+        """
+
+    @abstractmethod
+    async def delete(self, ids: Sequence[str]) -> int:
+        """Remove nodes and all their tag rows; return how many nodes existed."""
+
+    @abstractmethod
+    async def get(self, ids: Sequence[str]) -> list[StoredNode]:
+        """The stored nodes with these ids, in the order asked, skipping unknown ids."""
+
+    @abstractmethod
+    async def search(
+        self, vector: Vector, k: int, filter_terms: frozenset[str]
+    ) -> list[ScoredNode]:
+        """The `k` nodes nearest to `vector` among those with all `filter_terms`."""
+
+    @abstractmethod
+    async def search_tag(
+        self, tag: TagKey, vector: Vector, k: int, filter_terms: frozenset[str]
+    ) -> list[TagHit]:
+        """The `k` nodes linking in to `tag` nearest to `vector`, read from the tag's rows."""
+
+    @abstractmethod
+    async def stats(self, top_tags: int = 20) -> StoreStats:
+        """Node, tag and tag-row counts, and the `top_tags` most frequent tags."""
+
+    @abstractmethod
+    async def check(self) -> list[str]:
+        """Problems found comparing node rows with tag rows; empty when consistent."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release files, sessions and threads."""

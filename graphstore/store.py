@@ -1,0 +1,308 @@
+"""`GraphStore`: embeddings + a storage backend + the traversal engine, behind one API.
+
+Every method is async at heart; the sync twins run the coroutine on a private event loop, in
+a worker thread when the caller is already inside a running loop (where `asyncio.run`, as
+used upstream, would raise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Awaitable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from graphstore.errors import InvalidInputError
+from graphstore.links import as_links
+from graphstore.metadata import Filter, check_metadata, required_terms
+from graphstore.nodes import Hit, Node, StoredNode, unit
+from graphstore.storage import Storage, StoreStats
+from graphstore.traversal import Traversal, TraversalStats
+
+T = TypeVar("T")
+
+MAX_ID_LENGTH = 512
+MAX_K = 10_000
+MAX_DEPTH = 10
+
+
+def run_sync(awaitable: Awaitable[T]) -> T:
+    """Run a coroutine to completion from sync code, inside or outside a running loop."""
+
+    async def wrapper() -> T:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wrapper())
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, wrapper()).result()
+
+
+def check_count(name: str, value: Any, minimum: int = 1, maximum: int = MAX_K) -> int:
+    """Validate an integer search parameter such as `k`, `depth` or `adjacent_k`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"{name} must be an integer, not {type(value).__name__}")
+    if not minimum <= value <= maximum:
+        raise InvalidInputError(f"{name} must be between {minimum} and {maximum}, got {value}")
+    return value
+
+
+def check_node(node: Any) -> Node:
+    """Validate a node's id, text, metadata and links; return a normalized copy."""
+    if not isinstance(node, Node):
+        raise InvalidInputError(f"expected a Node, got {type(node).__name__}")
+    if not isinstance(node.id, str) or not node.id.strip():
+        raise InvalidInputError(f"node id must be a non-empty string, got {node.id!r}")
+    if len(node.id) > MAX_ID_LENGTH:
+        raise InvalidInputError(
+            f"node id is {len(node.id)} characters long; the limit is {MAX_ID_LENGTH}"
+        )
+    if not isinstance(node.text, str):
+        raise InvalidInputError(
+            f"text of node {node.id!r} must be a string, not {type(node.text).__name__}"
+        )
+    if not node.text.strip():
+        raise InvalidInputError(f"text of node {node.id!r} is empty")
+    return Node(node.id, node.text, check_metadata(node.metadata), as_links(node.links))
+
+
+class GraphStore:
+    """A graph vector store whose edges are implied by shared link tags."""
+
+    def __init__(
+        self,
+        embeddings: Embeddings,
+        storage: Storage,
+        *,
+        batch_size: int = 64,
+        concurrency: int = 16,
+    ) -> None:
+        self.embeddings = embeddings
+        self.storage = storage
+        self.batch_size = check_count("batch_size", batch_size)
+        self.traversal = Traversal(storage, check_count("concurrency", concurrency, 1, 1024))
+
+    # -- writing -------------------------------------------------------------------------
+
+    async def aadd_nodes(
+        self, nodes: Iterable[Node], *, vectors: Sequence[Sequence[float]] | None = None
+    ) -> list[str]:
+        """Embed (unless `vectors` are given) and upsert nodes; return their ids.
+
+        The whole input is validated before anything is written.  Writes go in batches of
+        `batch_size`; each node is written completely or not at all, so a failure part-way
+        leaves earlier batches stored and re-running the same input is idempotent.
+        """
+        checked = [check_node(node) for node in nodes]
+        ids = [node.id for node in checked]
+        if len(set(ids)) != len(ids):
+            duplicate = next(node_id for node_id in ids if ids.count(node_id) > 1)
+            raise InvalidInputError(f"node id {duplicate!r} appears twice in one batch")
+        if vectors is not None and len(vectors) != len(checked):
+            raise InvalidInputError(f"got {len(vectors)} vectors for {len(checked)} nodes")
+        dimension = self.storage.dimension
+        given = None if vectors is None else [self._unit(v, dimension) for v in vectors]
+        for start in range(0, len(checked), self.batch_size):
+            batch = checked[start : start + self.batch_size]
+            if given is not None:
+                embedded = given[start : start + self.batch_size]
+            else:
+                raw = await self.embeddings.aembed_documents([node.text for node in batch])
+                embedded = [self._unit(v, dimension) for v in raw]
+            dimension = embedded[0].size
+            await self.storage.upsert(
+                [StoredNode(node, vector) for node, vector in zip(batch, embedded, strict=True)]
+            )
+        return ids
+
+    def add_nodes(
+        self, nodes: Iterable[Node], *, vectors: Sequence[Sequence[float]] | None = None
+    ) -> list[str]:
+        """Sync twin of `aadd_nodes`."""
+        return run_sync(self.aadd_nodes(nodes, vectors=vectors))
+
+    async def adelete(self, ids: Sequence[str]) -> int:
+        """Delete nodes and their tag rows; return how many existed."""
+        return await self.storage.delete(self._ids(ids))
+
+    def delete(self, ids: Sequence[str]) -> int:
+        """Sync twin of `adelete`."""
+        return run_sync(self.adelete(ids))
+
+    # -- reading -------------------------------------------------------------------------
+
+    async def aget(self, ids: Sequence[str]) -> list[Node]:
+        """The nodes with these ids, in the order asked, skipping unknown ids."""
+        return [stored.node for stored in await self.storage.get(self._ids(ids))]
+
+    def get(self, ids: Sequence[str]) -> list[Node]:
+        """Sync twin of `aget`."""
+        return run_sync(self.aget(ids))
+
+    async def asimilarity_search_by_vector(
+        self, vector: Sequence[float], *, k: int = 4, filter: Filter | None = None
+    ) -> list[Hit]:
+        """The `k` nodes most similar to `vector` that pass `filter`."""
+        query = self._unit(vector, self.storage.dimension)
+        check_count("k", k)
+        found = await self.storage.search(query, k, required_terms(filter))
+        return [Hit(item.stored.node, item.similarity) for item in found]
+
+    async def asimilarity_search(
+        self, query: str, *, k: int = 4, filter: Filter | None = None
+    ) -> list[Hit]:
+        """The `k` nodes most similar to `query` that pass `filter`."""
+        return await self.asimilarity_search_by_vector(
+            await self._embed_query(query), k=k, filter=filter
+        )
+
+    def similarity_search(
+        self, query: str, *, k: int = 4, filter: Filter | None = None
+    ) -> list[Hit]:
+        """Sync twin of `asimilarity_search`."""
+        return run_sync(self.asimilarity_search(query, k=k, filter=filter))
+
+    async def atraversal_search(
+        self,
+        query: str | Sequence[float],
+        *,
+        k: int = 4,
+        depth: int = 1,
+        adjacent_k: int = 10,
+        filter: Filter | None = None,
+        stats: TraversalStats | None = None,
+    ) -> list[Hit]:
+        """The `k` nearest nodes and every node within `depth` tag hops of them."""
+        vector = await self._query_vector(query)
+        return await self.traversal.traversal_search(
+            vector,
+            k=check_count("k", k),
+            depth=check_count("depth", depth, 0, MAX_DEPTH),
+            adjacent_k=check_count("adjacent_k", adjacent_k),
+            filter_terms=required_terms(filter),
+            stats=stats,
+        )
+
+    def traversal_search(
+        self,
+        query: str | Sequence[float],
+        *,
+        k: int = 4,
+        depth: int = 1,
+        adjacent_k: int = 10,
+        filter: Filter | None = None,
+        stats: TraversalStats | None = None,
+    ) -> list[Hit]:
+        """Sync twin of `atraversal_search`."""
+        return run_sync(
+            self.atraversal_search(
+                query, k=k, depth=depth, adjacent_k=adjacent_k, filter=filter, stats=stats
+            )
+        )
+
+    async def ammr_traversal_search(
+        self,
+        query: str | Sequence[float],
+        *,
+        k: int = 4,
+        depth: int = 2,
+        fetch_k: int = 100,
+        adjacent_k: int = 10,
+        lambda_mult: float = 0.5,
+        score_threshold: float = float("-inf"),
+        filter: Filter | None = None,
+        initial_roots: Sequence[str] = (),
+        max_candidates_per_step: int | None = None,
+        stats: TraversalStats | None = None,
+    ) -> list[Hit]:
+        """MMR-select `k` nodes among the `fetch_k` nearest and nodes up to `depth` hops away.
+
+        `max_candidates_per_step` caps how many new candidates one expansion adds over all
+        its tags (default: `fetch_k`, at least `adjacent_k`), on top of `adjacent_k` per tag.
+        """
+        vector = await self._query_vector(query)
+        if isinstance(lambda_mult, bool) or not isinstance(lambda_mult, (int, float)):
+            raise InvalidInputError("lambda_mult must be a number between 0 and 1")
+        if not 0.0 <= lambda_mult <= 1.0:
+            raise InvalidInputError(f"lambda_mult must be between 0 and 1, got {lambda_mult}")
+        if not isinstance(score_threshold, (int, float)) or np.isnan(score_threshold):
+            raise InvalidInputError("score_threshold must be a number")
+        check_count("fetch_k", fetch_k, 0 if initial_roots else 1)
+        check_count("adjacent_k", adjacent_k)
+        cap = (
+            max(fetch_k, adjacent_k) if max_candidates_per_step is None else max_candidates_per_step
+        )
+        return await self.traversal.mmr_traversal_search(
+            vector,
+            k=check_count("k", k),
+            depth=check_count("depth", depth, 0, MAX_DEPTH),
+            fetch_k=fetch_k,
+            adjacent_k=adjacent_k,
+            lambda_mult=float(lambda_mult),
+            score_threshold=float(score_threshold),
+            filter_terms=required_terms(filter),
+            initial_roots=self._ids(initial_roots),
+            max_candidates_per_step=check_count("max_candidates_per_step", cap),
+            stats=stats,
+        )
+
+    def mmr_traversal_search(self, query: str | Sequence[float], **options: Any) -> list[Hit]:
+        """Sync twin of `ammr_traversal_search` (same keyword arguments)."""
+        return run_sync(self.ammr_traversal_search(query, **options))
+
+    async def astats(self, top_tags: int = 20) -> StoreStats:
+        """Counts of nodes, tags and tag rows, and the most frequent tags."""
+        return await self.storage.stats(top_tags)
+
+    def stats(self, top_tags: int = 20) -> StoreStats:
+        """Sync twin of `astats`."""
+        return run_sync(self.astats(top_tags))
+
+    async def acheck(self) -> list[str]:
+        """Consistency problems between node rows and tag rows; empty when sound."""
+        return await self.storage.check()
+
+    def check(self) -> list[str]:
+        """Sync twin of `acheck`."""
+        return run_sync(self.acheck())
+
+    async def aclose(self) -> None:
+        """Close the backend."""
+        await self.storage.close()
+
+    def close(self) -> None:
+        """Sync twin of `aclose`."""
+        run_sync(self.aclose())
+
+    # -- helpers -------------------------------------------------------------------------
+
+    @staticmethod
+    def _unit(vector: Any, dimension: int | None) -> np.ndarray[Any, np.dtype[np.float32]]:
+        try:
+            return unit(vector, dimension)
+        except (ValueError, TypeError) as error:
+            raise InvalidInputError(str(error)) from error
+
+    @staticmethod
+    def _ids(ids: Any) -> list[str]:
+        if isinstance(ids, str) or not isinstance(ids, Iterable):
+            raise InvalidInputError(f"ids must be a list of strings, not {type(ids).__name__}")
+        listed = list(ids)
+        for node_id in listed:
+            if not isinstance(node_id, str) or not node_id:
+                raise InvalidInputError(f"ids must be non-empty strings, got {node_id!r}")
+        return listed
+
+    async def _embed_query(self, query: str) -> list[float]:
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("the query must be a non-empty string")
+        return await self.embeddings.aembed_query(query)
+
+    async def _query_vector(self, query: str | Sequence[float]) -> Any:
+        raw = await self._embed_query(query) if isinstance(query, str) else query
+        return self._unit(raw, self.storage.dimension)

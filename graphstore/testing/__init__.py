@@ -1,0 +1,1 @@
+"""Test support shipped with the package: deterministic embeddings and a local Cassandra node."""

@@ -1,0 +1,109 @@
+"""MMR math against a brute-force reference (and against LangChain's helper, which differs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphstore.mmr import MmrSelector
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    return (matrix / np.linalg.norm(matrix, axis=1, keepdims=True)).astype(np.float32)
+
+
+def reference_mmr(query, embeddings, lambda_mult, k):
+    """Textbook MMR: argmax λ·sim(q, d) − (1−λ)·max_{s∈S} sim(d, s), redundancy 0 for S = ∅."""
+    chosen: list[int] = []
+    scores: list[float] = []
+    for _ in range(k):
+        best, best_score = None, -np.inf
+        for i, vector in enumerate(embeddings):
+            if i in chosen:
+                continue
+            redundancy = max((float(vector @ embeddings[j]) for j in chosen), default=0.0)
+            score = lambda_mult * float(vector @ query) - (1 - lambda_mult) * redundancy
+            if score > best_score:
+                best, best_score = i, score
+        chosen.append(best)
+        scores.append(best_score)
+    return chosen, scores
+
+
+@pytest.fixture
+def pool():
+    rng = np.random.default_rng(7)
+    embeddings = unit_rows(rng.normal(size=(40, 16)))
+    query = unit_rows(rng.normal(size=(1, 16)))[0]
+    return query, embeddings
+
+
+@pytest.mark.parametrize("lambda_mult", [0.0, 0.25, 0.5, 0.9, 1.0])
+def test_selection_matches_textbook_mmr(pool, lambda_mult):
+    query, embeddings = pool
+    selector = MmrSelector(query, lambda_mult)
+    selector.add([f"d{i}" for i in range(len(embeddings))], embeddings)
+    picks = [selector.pop_best() for _ in range(10)]
+    expected, expected_scores = reference_mmr(query, embeddings, lambda_mult, 10)
+    assert [p.id for p in picks] == [f"d{i}" for i in expected]
+    np.testing.assert_allclose([p.mmr_score for p in picks], expected_scores, atol=1e-5)
+    np.testing.assert_allclose(
+        [p.similarity for p in picks], [embeddings[i] @ query for i in expected], atol=1e-5
+    )
+
+
+def test_candidates_added_after_selection_are_scored_like_the_rest(pool):
+    query, embeddings = pool
+    selector = MmrSelector(query, 0.6)
+    selector.add([f"d{i}" for i in range(20)], embeddings[:20])
+    first = [selector.pop_best() for _ in range(3)]
+    selector.add([f"d{i}" for i in range(20, 40)], embeddings[20:])
+    rest = [selector.pop_best() for _ in range(7)]
+    # Same result as if the late candidates had been there from the start, minus the
+    # three already chosen: recompute the reference with those fixed first.
+    chosen = [int(p.id[1:]) for p in first]
+    for pick in rest:
+        best = max(
+            (i for i in range(40) if i not in chosen),
+            key=lambda i: (
+                0.6 * embeddings[i] @ query
+                - 0.4 * max(embeddings[i] @ embeddings[j] for j in chosen)
+            ),
+        )
+        assert pick.id == f"d{best}"
+        chosen.append(best)
+
+
+def test_known_ids_are_not_added_twice(pool):
+    query, embeddings = pool
+    selector = MmrSelector(query, 0.5)
+    selector.add(["a", "b"], embeddings[:2])
+    selector.add(["a", "c"], embeddings[2:4])
+    assert selector.open_count == 3
+    selector.pop_best()
+    selector.pop_best()
+    selector.pop_best()
+    assert selector.pop_best() is None
+
+
+def test_threshold_stops_selection(pool):
+    query, embeddings = pool
+    selector = MmrSelector(query, 1.0, score_threshold=0.2)
+    selector.add([f"d{i}" for i in range(40)], embeddings)
+    picked = []
+    while (pick := selector.pop_best()) is not None:
+        picked.append(pick)
+    assert picked
+    assert all(p.mmr_score >= 0.2 for p in picked)
+    assert len(picked) == int((embeddings @ query >= 0.2).sum())
+
+
+def test_langchain_helper_drops_the_redundancy_weight(pool):
+    """Pins the upstream defect this module fixes: its scores differ from the textbook."""
+    helper_module = pytest.importorskip("langchain_community.graph_vectorstores.mmr_helper")
+    query, embeddings = pool
+    helper = helper_module.MmrHelper(k=10, query_embedding=query.tolist(), lambda_mult=0.9)
+    helper.add_candidates({f"d{i}": embeddings[i].tolist() for i in range(40)})
+    upstream = [helper.pop_best() for _ in range(10)]
+    expected, _ = reference_mmr(query, embeddings, 0.9, 10)
+    assert upstream != [f"d{i}" for i in expected]

@@ -1,0 +1,189 @@
+"""The storage contract, run unchanged on every backend (see `backend` in conftest)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphstore.links import Link
+from graphstore.metadata import filter_terms, required_terms
+from graphstore.nodes import Node, StoredNode, unit
+from graphstore.storage import Storage
+
+
+def stored(node_id: str, vector: list[float], links=(), metadata=None, text=None) -> StoredNode:
+    node = Node(node_id, text or f"text of {node_id}", metadata or {}, frozenset(links))
+    return StoredNode(node, unit(vector))
+
+
+async def tag_ids(storage: Storage, kind: str, tag: str, k: int = 10) -> list[str]:
+    return [
+        hit.id for hit in await storage.search_tag((kind, tag), unit([1, 0, 0]), k, frozenset())
+    ]
+
+
+async def test_round_trip_keeps_text_metadata_types_and_links(backend: Storage):
+    metadata = {
+        "n": 3,
+        "x": 2.5,
+        "ok": True,
+        "none": None,
+        "tags": ["a", "b"],
+        "nested": {"k": [1]},
+    }
+    links = {Link.incoming("kw", "a"), Link.outgoing("url", "http://x/"), Link.bidir("kw", "b")}
+    await backend.upsert([stored("n1", [1, 0, 0], links, metadata, text="héllo 世界 \"q\" 'q'")])
+    [got] = await backend.get(["n1"])
+    assert got.node == Node("n1", "héllo 世界 \"q\" 'q'", metadata, frozenset(links))
+    assert isinstance(got.node.metadata["n"], int)
+    np.testing.assert_allclose(got.embedding, unit([1, 0, 0]), atol=1e-6)
+    assert backend.dimension == 3
+
+
+async def test_get_keeps_requested_order_and_skips_unknown_ids(backend: Storage):
+    await backend.upsert([stored("a", [1, 0, 0]), stored("b", [0, 1, 0])])
+    assert [s.node.id for s in await backend.get(["b", "missing", "a"])] == ["b", "a"]
+    assert await backend.get([]) == []
+
+
+async def test_search_tag_finds_incoming_and_bidir_links_only(backend: Storage):
+    await backend.upsert(
+        [
+            stored("in", [1, 0, 0], [Link.incoming("kw", "t")]),
+            stored("bidir", [0.9, 0.1, 0], [Link.bidir("kw", "t")]),
+            stored("out", [1, 0, 0], [Link.outgoing("kw", "t")]),
+            stored("other-kind", [1, 0, 0], [Link.incoming("ent", "t")]),
+        ]
+    )
+    assert await tag_ids(backend, "kw", "t") == ["in", "bidir"]
+    assert await tag_ids(backend, "kw", "t", k=1) == ["in"]
+    assert await tag_ids(backend, "ent", "t") == ["other-kind"]
+
+
+async def test_tag_rows_carry_embedding_and_outgoing_tags(backend: Storage):
+    links = [Link.incoming("kw", "t"), Link.outgoing("kw", "u"), Link.bidir("ent", "v")]
+    await backend.upsert([stored("a", [0, 1, 0], links)])
+    [hit] = await backend.search_tag(("kw", "t"), unit([0, 1, 0]), 5, frozenset())
+    assert hit.outgoing == {("kw", "u"), ("ent", "v")}
+    np.testing.assert_allclose(hit.embedding, unit([0, 1, 0]), atol=1e-6)
+    assert hit.similarity == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_upsert_with_changed_links_leaves_no_stale_tag_rows(backend: Storage):
+    await backend.upsert(
+        [stored("a", [1, 0, 0], [Link.bidir("kw", "old"), Link.incoming("kw", "kept")])]
+    )
+    await backend.upsert(
+        [stored("a", [1, 0, 0], [Link.bidir("kw", "new"), Link.incoming("kw", "kept")])]
+    )
+    assert await tag_ids(backend, "kw", "old") == []
+    assert await tag_ids(backend, "kw", "new") == ["a"]
+    assert await tag_ids(backend, "kw", "kept") == ["a"]
+    stats = await backend.stats()
+    assert (stats.nodes, stats.tag_rows, stats.tags) == (1, 2, 2)
+    assert await backend.check() == []
+
+
+async def test_reupserting_the_same_nodes_is_idempotent(backend: Storage):
+    batch = [
+        stored(f"n{i}", [1, i, 0], [Link.bidir("kw", "shared"), Link.incoming("kw", f"own{i}")])
+        for i in range(5)
+    ]
+    await backend.upsert(batch)
+    first = await backend.stats()
+    await backend.upsert(batch)
+    second = await backend.stats()
+    assert first == second
+    assert (second.nodes, second.tag_rows) == (5, 10)
+    assert second.tag_frequencies[("kw", "shared")] == 5
+
+
+async def test_delete_removes_node_and_every_tag_row(backend: Storage):
+    await backend.upsert(
+        [
+            stored("a", [1, 0, 0], [Link.bidir("kw", "t")]),
+            stored("b", [0, 1, 0], [Link.bidir("kw", "t")]),
+        ]
+    )
+    assert await backend.delete(["a", "never-there"]) == 1
+    assert await backend.get(["a"]) == []
+    assert await tag_ids(backend, "kw", "t") == ["b"]
+    assert [s.stored.node.id for s in await backend.search(unit([1, 0, 0]), 5, frozenset())] == [
+        "b"
+    ]
+    stats = await backend.stats()
+    assert (stats.nodes, stats.tag_rows) == (1, 1)
+    assert await backend.check() == []
+
+
+async def test_search_ranks_by_cosine_and_limits_to_k(backend: Storage):
+    await backend.upsert(
+        [
+            stored("x", [1, 0, 0]),
+            stored("xy", [1, 1, 0]),
+            stored("y", [0, 1, 0]),
+            stored("z", [0, 0, 1]),
+        ]
+    )
+    found = await backend.search(unit([1, 0.1, 0]), 3, frozenset())
+    assert [s.stored.node.id for s in found] == ["x", "xy", "y"]
+    assert found[0].similarity > found[1].similarity > found[2].similarity
+
+
+@pytest.mark.parametrize(
+    ("metadata_filter", "expected"),
+    [
+        ({"color": "red"}, ["red-2", "red-list"]),
+        ({"color": "red", "size": 2}, ["red-2"]),
+        ({"size": 2.0}, ["red-2", "blue-2"]),
+        ({"flag": True}, ["blue-2"]),
+        ({"flag": 1}, []),
+        ({"color": "green"}, []),
+        ({"missing-key": "x"}, []),
+    ],
+)
+async def test_search_and_search_tag_apply_the_same_filter(
+    backend: Storage, metadata_filter, expected
+):
+    tag = [Link.bidir("kw", "t")]
+    await backend.upsert(
+        [
+            stored("red-2", [1, 0, 0], tag, {"color": "red", "size": 2}),
+            stored("blue-2", [0.9, 0.1, 0], tag, {"color": "blue", "size": 2, "flag": True}),
+            stored("red-list", [0.8, 0.2, 0], tag, {"color": ["green-ish", "red"]}),
+        ]
+    )
+    terms = required_terms(metadata_filter)
+    by_search = [s.stored.node.id for s in await backend.search(unit([1, 0, 0]), 10, terms)]
+    by_tag = [h.id for h in await backend.search_tag(("kw", "t"), unit([1, 0, 0]), 10, terms)]
+    assert by_search == expected
+    assert by_tag == expected
+
+
+async def test_stats_report_tag_frequencies(backend: Storage):
+    await backend.upsert(
+        [
+            stored(
+                f"n{i}",
+                [1, i, 0],
+                [Link.bidir("kw", "common")] + ([Link.incoming("kw", "rare")] if i == 0 else []),
+            )
+            for i in range(4)
+        ]
+    )
+    stats = await backend.stats(top_tags=1)
+    assert stats.tag_frequencies == {("kw", "common"): 4}
+    assert (stats.tags, stats.tag_rows) == (2, 5)
+
+
+async def test_unicode_and_awkward_tags_round_trip(backend: Storage):
+    awkward = ['it\'s "quoted"', "a:b", "line\nbreak", "孙悟空", "🐒", "x" * 1000]
+    await backend.upsert([stored("a", [1, 0, 0], [Link.bidir("kw", tag) for tag in awkward])])
+    for tag in awkward:
+        assert await tag_ids(backend, "kw", tag) == ["a"]
+
+
+def test_filter_terms_of_lists_and_numbers():
+    assert filter_terms({"a": [1, "x"], "b": 2.0, "c": {"nested": 1}}) == required_terms(
+        {"a": 1}
+    ) | required_terms({"a": "x"}) | required_terms({"b": 2})

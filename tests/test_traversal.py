@@ -1,0 +1,231 @@
+"""Traversal semantics on every backend, with hand-made vectors so every score is known."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import numpy as np
+import pytest
+
+from graphstore import GraphStore, InvalidInputError, Link, Node
+from graphstore.storage import Storage
+from graphstore.testing.embeddings import KeyedEmbeddings
+from graphstore.traversal import TraversalStats
+
+Q = [1.0, 0.0, 0.0]
+
+
+def norm(vector):
+    array = np.asarray(vector, dtype=float)
+    return (array / np.linalg.norm(array)).tolist()
+
+
+async def build(backend: Storage, nodes: dict[str, tuple[list[float], list[Link]]], metadata=None):
+    """A store over `backend` holding `nodes` (id -> vector, links); the query text is 'q'."""
+    vectors = {"q": Q} | {f"text {node_id}": vector for node_id, (vector, _) in nodes.items()}
+    store = GraphStore(KeyedEmbeddings(vectors), backend)
+    await store.aadd_nodes(
+        Node(node_id, f"text {node_id}", (metadata or {}).get(node_id, {}), frozenset(links))
+        for node_id, (_, links) in nodes.items()
+    )
+    return store
+
+
+DIRECTION_TABLE = [
+    ("out", "in", True),
+    ("in", "in", False),
+    ("bidir", "in", True),
+    ("bidir", "out", False),
+    ("out", "bidir", True),
+    ("in", "bidir", False),
+    ("bidir", "bidir", True),
+    ("out", "out", False),
+]
+
+
+@pytest.mark.parametrize(("source", "target", "edge"), DIRECTION_TABLE)
+async def test_edges_follow_link_directions(backend, source, target, edge):
+    store = await build(
+        backend,
+        {"A": (Q, [Link("kw", source, "t")]), "B": ([0, 1, 0], [Link("kw", target, "t")])},
+    )
+    found = {hit.node.id for hit in await store.atraversal_search("q", k=1, depth=1)}
+    assert found == ({"A", "B"} if edge else {"A"})
+    mmr = {hit.node.id for hit in await store.ammr_traversal_search("q", k=5, fetch_k=1, depth=1)}
+    assert mmr == found
+
+
+def chain():
+    """A -> B -> C -> D through tags t1, t2, t3; only A is near the query."""
+    return {
+        "A": (Q, [Link.outgoing("kw", "t1")]),
+        "B": (norm([0.3, 1, 0]), [Link.incoming("kw", "t1"), Link.outgoing("kw", "t2")]),
+        "C": (norm([0.2, 0, 1]), [Link.incoming("kw", "t2"), Link.outgoing("kw", "t3")]),
+        "D": (norm([0.1, 1, 1]), [Link.incoming("kw", "t3")]),
+    }
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2, 3])
+async def test_depth_is_the_largest_hop_count_in_both_searches(backend, depth):
+    store = await build(backend, chain())
+    expected = ["A", "B", "C", "D"][: depth + 1]
+    hits = await store.atraversal_search("q", k=1, depth=depth)
+    assert [h.node.id for h in hits] == expected
+    assert [h.depth for h in hits] == list(range(depth + 1))
+    mmr_hits = await store.ammr_traversal_search("q", k=10, depth=depth, fetch_k=1, lambda_mult=1.0)
+    assert [(h.node.id, h.depth) for h in mmr_hits] == [(h.node.id, h.depth) for h in hits]
+
+
+async def test_hits_say_how_they_were_reached(backend):
+    store = await build(backend, chain())
+    hits = await store.ammr_traversal_search("q", k=3, depth=3, fetch_k=1, lambda_mult=1.0)
+    assert [(h.node.id, h.via) for h in hits] == [
+        ("A", None),
+        ("B", ("kw", "t1")),
+        ("C", ("kw", "t2")),
+    ]
+    for hit, vector in zip(hits, [Q, chain()["B"][0], chain()["C"][0]], strict=True):
+        assert hit.similarity == pytest.approx(float(np.dot(norm(vector), Q)), abs=1e-5)
+        assert hit.mmr_score == pytest.approx(hit.similarity, abs=1e-5)
+    assert [h.node.text for h in hits] == ["text A", "text B", "text C"]
+
+
+async def test_each_tag_is_queried_once_per_search(backend):
+    roots = {
+        f"R{i}": (norm([1, 0.01 * i, 0]), [Link.bidir("kw", "hub"), Link.outgoing("kw", f"own{i}")])
+        for i in range(5)
+    }
+    targets = {f"T{i}": (norm([0, 1, i]), [Link.incoming("kw", f"own{i}")]) for i in range(5)}
+    store = await build(backend, roots | targets)
+    stats = TraversalStats()
+    hits = await store.atraversal_search("q", k=5, depth=2, stats=stats)
+    assert {h.node.id for h in hits} == set(roots) | set(targets)
+    assert stats.tag_queries == 6
+    mmr_stats = TraversalStats()
+    await store.ammr_traversal_search(
+        "q", k=10, depth=2, fetch_k=5, lambda_mult=1.0, stats=mmr_stats
+    )
+    assert mmr_stats.tag_queries == 6
+
+
+async def test_candidate_found_again_by_a_shorter_path_takes_the_shorter_depth(backend):
+    # With lambda 0.5: R1 is chosen first, then Y (far from R1) before R2 (a near copy of
+    # R1).  Y finds X at depth 2; R2 then finds X at depth 1, so X is expanded and Z found.
+    store = await build(
+        backend,
+        {
+            "R1": (norm([0.9, 0, 0.436]), [Link.outgoing("kw", "a")]),
+            "R2": (norm([0.85, 0, 0.527]), [Link.outgoing("kw", "c")]),
+            "Y": (norm([0.5, 0, -0.866]), [Link.incoming("kw", "a"), Link.outgoing("kw", "b")]),
+            "X": (
+                norm([0.1, 0, 0.995]),
+                [Link.incoming("kw", "b"), Link.incoming("kw", "c"), Link.outgoing("kw", "d")],
+            ),
+            "Z": ([0, 1, 0], [Link.incoming("kw", "d")]),
+        },
+    )
+    hits = await store.ammr_traversal_search("q", k=5, depth=2, fetch_k=2, lambda_mult=0.5)
+    reached = {h.node.id: (h.depth, h.via) for h in hits}
+    assert [h.node.id for h in hits][:3] == ["R1", "Y", "R2"]
+    assert reached["X"] == (1, ("kw", "c"))
+    assert reached["Z"] == (2, ("kw", "d"))
+
+
+async def test_step_cap_keeps_the_most_similar_new_candidates(backend):
+    spokes = {
+        f"N{i}": (norm([1 - 0.05 * i, 1, 0]), [Link.incoming("kw", f"t{i}")]) for i in range(8)
+    }
+    hub = {"H": (Q, [Link.outgoing("kw", f"t{i}") for i in range(8)])}
+    store = await build(backend, hub | spokes)
+    stats = TraversalStats()
+    hits = await store.ammr_traversal_search(
+        "q",
+        k=10,
+        depth=1,
+        fetch_k=1,
+        adjacent_k=5,
+        lambda_mult=1.0,
+        max_candidates_per_step=3,
+        stats=stats,
+    )
+    assert [h.node.id for h in hits] == ["H", "N0", "N1", "N2"]
+    assert stats.candidates == 4
+    uncapped = await store.ammr_traversal_search("q", k=10, depth=1, fetch_k=1, lambda_mult=1.0)
+    assert len(uncapped) == 9
+
+
+async def test_filter_applies_to_roots_and_neighbours(backend):
+    nodes = {
+        "A": (Q, [Link.bidir("kw", "t")]),
+        "B": (norm([0.5, 1, 0]), [Link.bidir("kw", "t")]),
+        "C": (norm([0.4, 1, 0]), [Link.bidir("kw", "t")]),
+    }
+    store = await build(
+        backend, nodes, metadata={"A": {"lang": "en"}, "B": {"lang": "fr"}, "C": {"lang": "en"}}
+    )
+    hits = await store.atraversal_search("q", k=1, depth=1, filter={"lang": "en"})
+    assert [h.node.id for h in hits] == ["A", "C"]
+    mmr = await store.ammr_traversal_search("q", k=5, fetch_k=1, filter={"lang": "en"})
+    assert {h.node.id for h in mmr} == {"A", "C"}
+
+
+async def test_initial_roots_start_the_walk_without_being_returned(backend):
+    store = await build(backend, chain())
+    hits = await store.ammr_traversal_search(
+        "q", k=5, depth=2, fetch_k=0, initial_roots=["B"], lambda_mult=1.0
+    )
+    assert [(h.node.id, h.depth) for h in hits] == [("C", 1), ("D", 2)]
+
+
+async def test_sync_methods_work_inside_a_running_event_loop(backend):
+    store = await build(backend, chain())
+    assert asyncio.get_running_loop()
+    assert [h.node.id for h in store.traversal_search("q", k=1, depth=1)] == ["A", "B"]
+    assert [h.node.id for h in store.mmr_traversal_search("q", k=2, fetch_k=1)] == ["A", "B"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"k": 0}, "k must be between"),
+        ({"k": -1}, "k must be between"),
+        ({"k": 10**9}, "k must be between"),
+        ({"depth": -1}, "depth must be between"),
+        ({"depth": 1000}, "depth must be between"),
+        ({"fetch_k": 0}, "fetch_k must be between"),
+        ({"adjacent_k": 0}, "adjacent_k must be between"),
+        ({"lambda_mult": 1.5}, "lambda_mult must be between 0 and 1"),
+        ({"lambda_mult": -0.1}, "lambda_mult must be between 0 and 1"),
+        ({"filter": {"a": [1]}}, "filter value for 'a'"),
+        ({"filter": "a=1"}, "filter must be a dict"),
+    ],
+)
+async def test_bad_search_parameters_are_refused(backend, options, message):
+    store = await build(backend, chain())
+    with pytest.raises(InvalidInputError, match=message):
+        await store.ammr_traversal_search("q", **options)
+
+
+async def test_animals_connect_through_shared_habitat(backend, shared_data):
+    """Real data: 99 animals with their full metadata, linked by habitat; hashed vectors."""
+    rows = [json.loads(line) for line in (shared_data / "graph-rag" / "animals.jsonl").open()]
+    habitat = {row["id"]: row["metadata"].get("habitat") for row in rows}
+    store = GraphStore(KeyedEmbeddings(dimension=16), backend)
+    await store.aadd_nodes(
+        Node(
+            row["id"],
+            row["text"],
+            row["metadata"],
+            frozenset([Link.bidir("habitat", habitat[row["id"]])] if habitat[row["id"]] else []),
+        )
+        for row in rows
+    )
+    root = next(row for row in rows if habitat[row["id"]])
+    hits = await store.atraversal_search(root["text"], k=1, depth=1, adjacent_k=200)
+    assert hits[0].node.id == root["id"]
+    assert hits[0].node.metadata == root["metadata"]
+    assert {h.node.id for h in hits} == {
+        node_id for node_id, h in habitat.items() if h == habitat[root["id"]]
+    }
+    assert all(h.via == ("habitat", habitat[root["id"]]) for h in hits[1:])
