@@ -25,7 +25,8 @@ from graphstore.traversal import Traversal, TraversalStats
 T = TypeVar("T")
 
 MAX_ID_LENGTH = 512
-MAX_K = 10_000
+MAX_K = 1000
+"""Largest k anywhere: Cassandra's SAI refuses ANN queries with LIMIT above 1000."""
 MAX_DEPTH = 10
 
 
@@ -72,11 +73,14 @@ def check_node(node: Any) -> Node:
 
 
 class GraphStore:
-    """A graph vector store whose edges are implied by shared link tags."""
+    """A graph vector store whose edges are implied by shared link tags.
+
+    `embeddings` may be None for a store used only with vectors (or only for reading).
+    """
 
     def __init__(
         self,
-        embeddings: Embeddings,
+        embeddings: Embeddings | None,
         storage: Storage,
         *,
         batch_size: int = 64,
@@ -112,7 +116,7 @@ class GraphStore:
             if given is not None:
                 embedded = given[start : start + self.batch_size]
             else:
-                raw = await self.embeddings.aembed_documents([node.text for node in batch])
+                raw = await self._model().aembed_documents([node.text for node in batch])
                 embedded = [self._unit(v, dimension) for v in raw]
             dimension = embedded[0].size
             await self.storage.upsert(
@@ -298,10 +302,15 @@ class GraphStore:
                 raise InvalidInputError(f"ids must be non-empty strings, got {node_id!r}")
         return listed
 
+    def _model(self) -> Embeddings:
+        if self.embeddings is None:
+            raise InvalidInputError("this store has no embedding model; pass vectors instead")
+        return self.embeddings
+
     async def _embed_query(self, query: str) -> list[float]:
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("the query must be a non-empty string")
-        return await self.embeddings.aembed_query(query)
+        return await self._model().aembed_query(query)
 
     async def _query_vector(self, query: str | Sequence[float]) -> Any:
         raw = await self._embed_query(query) if isinstance(query, str) else query

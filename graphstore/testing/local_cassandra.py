@@ -143,9 +143,7 @@ commitlog_sync: periodic
 commitlog_sync_period: 10000ms
 # Sized for a ~1 GB heap on a small machine.
 memtable_heap_space: 128MiB
-memtable_offheap_space: 128MiB
 key_cache_size: 16MiB
-file_cache_size: 64MiB
 concurrent_compactors: 1
 # jvector (SAI vector indexes) in Cassandra 5.0.9 lets at most availableProcessors + 1
 # threads write one memtable vector index at once; more concurrent writes fail with
@@ -153,6 +151,9 @@ concurrent_compactors: 1
 # commit log replay after a crash (CASSANDRA-21644, fixed after 5.0.9). The JVM's
 # processor count is pinned (-XX:ActiveProcessorCount) so this bound holds exactly.
 concurrent_writes: {concurrent_writes}
+# graphstore writes each node as one logged batch carrying a tag row (with the embedding)
+# per incoming tag: 20 tags of 1536-d vectors are ~120 KiB, over the 50 KiB default.
+batch_size_fail_threshold: 1024KiB
 sai_options:
   segment_write_buffer_size: 128MiB
 """
@@ -291,12 +292,14 @@ def cql_ready(port: int = DEFAULT_PORT, host: str = HOST, timeout: float = 2.0) 
     return header[0] == 0x84 and header[4] == 0x06  # v4 response, SUPPORTED
 
 
-def _tail(path: Path, lines: int = 40) -> str:
+def _tail(path: Path, lines: int = 40, width: int = 300) -> str:
+    """The last ``lines`` lines of a log, each cut to ``width`` characters."""
     try:
         text = path.read_text(errors="replace").splitlines()
     except FileNotFoundError:
         return f"--- {path}: missing"
-    return f"--- last {lines} lines of {path}:\n" + "\n".join(text[-lines:])
+    last = (line if len(line) <= width else line[:width] + " [...]" for line in text[-lines:])
+    return f"--- last {lines} lines of {path}:\n" + "\n".join(last)
 
 
 def _alive(pid: int) -> bool:
@@ -440,8 +443,8 @@ class CassandraNode:
     def stop(self, grace: float = STOP_GRACE) -> None:
         """Stop the JVM: SIGTERM (Cassandra drains and flushes), SIGKILL after ``grace`` seconds.
 
-        ``grace=0`` kills at once, like a crash: unflushed writes are replayed from the
-        commit log on the next start.
+        ``grace=0`` kills at once, like a crash: the next start replays the commit log,
+        which may miss the last writes acknowledged before the kill (periodic sync).
         """
         pid = self.pid
         if pid is not None:
@@ -479,8 +482,8 @@ def running_cassandra(
                 tempfile.TemporaryDirectory(prefix="graphstore-cassandra-")
             )
         node = CassandraNode(node_dir, port=port, heap=heap)
+        stack.callback(node.stop)  # registered first: an interrupted start is cleaned up too
         node.start(timeout=timeout)
-        stack.callback(node.stop)
         yield node
 
 

@@ -1,0 +1,31 @@
+# Two entry points (see README): `make demo` and `make test`.  Both build .venv first.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STORE ?= demo.db
+export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: install demo test lint
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e '.[models,cassandra,langchain,dev]'
+	touch $@
+
+demo: install
+	rm -f $(STORE) $(STORE)-wal $(STORE)-shm
+	$(BIN)/graphstore --store $(STORE) ingest samples/python-tutorial/pages
+	$(BIN)/graphstore --store $(STORE) search "how do I clean up resources when an exception happens" -k 6 --fetch-k 3 --depth 2
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m tests.run_all

@@ -1,0 +1,200 @@
+"""The `graphstore` command: ingest, search, show, stats, check.
+
+The store is chosen with `--store` or `GRAPHSTORE_STORE` (see `graphstore.location`).  Every
+failure the user can fix prints one line, `graphstore: error: …`, and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from graphstore.errors import GraphStoreError, InvalidInputError
+from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, ingest
+from graphstore.location import STORE_ENV, open_storage, store_location
+from graphstore.nodes import Hit
+from graphstore.store import GraphStore
+
+LINKERS: dict[str, Callable[[], PassageLinker]] = {
+    "hyperlinks": hyperlink_linker,
+    "hierarchy": hierarchy_linker,
+}
+DEFAULT_LINKS = "hyperlinks,hierarchy"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="graphstore", description="A graph vector store linked by tags, not stored edges."
+    )
+    parser.add_argument("--store", help=f"store location (default: ${STORE_ENV} or graphstore.db)")
+    parser.add_argument("--model", default="minilm", help="embedding model or local directory")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    add = commands.add_parser("ingest", help="split, link, embed and store files or folders")
+    add.add_argument("paths", nargs="+", type=Path)
+    add.add_argument(
+        "--links", default=DEFAULT_LINKS, help=f"link extractors ({', '.join(LINKERS)})"
+    )
+    add.add_argument("--max-chars", type=int, default=1000, help="largest passage, in characters")
+
+    search = commands.add_parser("search", help="similarity, traversal or MMR-traversal search")
+    search.add_argument("query")
+    search.add_argument("--mode", choices=["similarity", "traversal", "mmr"], default="mmr")
+    search.add_argument("-k", type=int, default=5)
+    search.add_argument("--depth", type=int, default=2)
+    search.add_argument("--fetch-k", type=int, default=20)
+    search.add_argument("--adjacent-k", type=int, default=10)
+    search.add_argument("--lambda", dest="lambda_mult", type=float, default=0.5)
+    search.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE")
+
+    show = commands.add_parser("show", help="print one passage with its metadata and links")
+    show.add_argument("id")
+
+    stats = commands.add_parser("stats", help="counts and the most frequent tags")
+    stats.add_argument("--top", type=int, default=10)
+
+    commands.add_parser("check", help="verify that node rows and tag rows agree")
+    return parser
+
+
+def _linkers(spec: str) -> list[PassageLinker]:
+    names = [name.strip() for name in spec.split(",") if name.strip()]
+    unknown = [name for name in names if name not in LINKERS]
+    if unknown:
+        raise InvalidInputError(
+            f"unknown link extractor {unknown[0]!r}; choose from {', '.join(LINKERS)}"
+        )
+    return [LINKERS[name]() for name in names]
+
+
+def _filter(pairs: Sequence[str]) -> dict[str, str] | None:
+    parsed: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidInputError(f"--filter expects KEY=VALUE, got {pair!r}")
+        parsed[key] = value
+    return parsed or None
+
+
+def _print_hit(rank: int, hit: Hit) -> None:
+    how = "root" if hit.via is None else f"depth {hit.depth} via {hit.via[0]}: {hit.via[1]}"
+    scores = f"sim {hit.similarity:.3f}" + (
+        "" if hit.mmr_score is None else f"  mmr {hit.mmr_score:.3f}"
+    )
+    print(f"{rank:2d}. {hit.node.id}  [{how}]  {scores}")
+    section = hit.node.metadata.get("section")
+    if section:
+        print(f"    § {' / '.join(section)}")
+    print(textwrap.indent(textwrap.shorten(hit.node.text, 240, placeholder=" …"), "    "))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    location = store_location(args.store)
+    if args.command == "ingest":
+        linkers = _linkers(args.links)
+    storage = open_storage(location)
+    try:
+        if args.command in ("ingest", "search"):
+            from graphstore.embeddings import load_embeddings
+
+            store = GraphStore(load_embeddings(args.model), storage)
+        else:
+            store = GraphStore(None, storage)
+        return await _command(args, store, location, linkers if args.command == "ingest" else [])
+    finally:
+        await storage.close()
+
+
+async def _command(
+    args: argparse.Namespace, store: GraphStore, location: str, linkers: list[PassageLinker]
+) -> int:
+    if args.command == "ingest":
+        from tqdm import tqdm
+
+        bar = tqdm(unit="passage", desc="ingest", disable=not sys.stderr.isatty())
+        report = await ingest(
+            store,
+            args.paths,
+            linkers=linkers,
+            max_chars=args.max_chars,
+            on_plan=lambda total: setattr(bar, "total", total),
+            on_batch=bar.update,
+        )
+        bar.close()
+        stats = await store.astats()
+        print(
+            f"ingested {report.passages} passages from {report.files} files into {location}; "
+            f"store has {stats.nodes} passages, {stats.tags} tags, {stats.tag_rows} tag rows"
+        )
+    elif args.command == "search":
+        metadata_filter = _filter(args.filter)
+        if args.mode == "similarity":
+            hits = await store.asimilarity_search(args.query, k=args.k, filter=metadata_filter)
+        elif args.mode == "traversal":
+            hits = await store.atraversal_search(
+                args.query,
+                k=args.k,
+                depth=args.depth,
+                adjacent_k=args.adjacent_k,
+                filter=metadata_filter,
+            )
+        else:
+            hits = await store.ammr_traversal_search(
+                args.query,
+                k=args.k,
+                depth=args.depth,
+                fetch_k=args.fetch_k,
+                adjacent_k=args.adjacent_k,
+                lambda_mult=args.lambda_mult,
+                filter=metadata_filter,
+            )
+        for rank, hit in enumerate(hits, 1):
+            _print_hit(rank, hit)
+        if not hits:
+            print("no results")
+    elif args.command == "show":
+        nodes = await store.aget([args.id])
+        if not nodes:
+            raise InvalidInputError(f"no passage with id {args.id!r} in {location}")
+        node = nodes[0]
+        print(f"id: {node.id}\nmetadata: {dict(node.metadata)}")
+        for link in sorted(node.links):
+            print(f"link: {link.direction:5s} {link.kind}: {link.tag}")
+        print(f"\n{node.text}")
+    elif args.command == "stats":
+        stats = await store.astats(args.top)
+        print(f"store: {location}\npassages: {stats.nodes}\ntags: {stats.tags}")
+        print(f"tag rows: {stats.tag_rows}\nembedding dimension: {stats.dimension}")
+        if stats.tag_frequencies:
+            print("most frequent tags (passages linking in):")
+            for (kind, tag), count in stats.tag_frequencies.items():
+                print(f"  {count:6d}  {kind}: {tag}")
+    elif args.command == "check":
+        problems = await store.acheck()
+        for problem in problems:
+            print(problem)
+        print(f"{len(problems)} problems found in {location}")
+        return 1 if problems else 0
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `graphstore` command."""
+    args = _parser().parse_args(argv)
+    try:
+        return asyncio.run(_run(args))
+    except GraphStoreError as error:
+        print(f"graphstore: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("graphstore: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

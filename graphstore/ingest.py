@@ -1,0 +1,143 @@
+"""The ingest pipeline: files → passages → link tags → nodes → the store (embedded in batches).
+
+Every file is read and split once up front, so an unreadable file stops the run before the
+store changes; passages are then linked and written in batches, keeping memory bounded.
+Passage ids are `source#position`, so running the same ingest again overwrites in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from extractors.base import LinkExtractor
+from extractors.hierarchy import HierarchyLinkExtractor
+from extractors.html_links import HtmlInput, HtmlLinkExtractor
+from graphstore.errors import InvalidInputError
+from graphstore.links import Link
+from graphstore.nodes import Node
+from graphstore.splitting import SUFFIXES, Passage, split_file
+from graphstore.store import GraphStore
+
+PassageLinker = Callable[[Sequence[Passage]], list[set[Link]]]
+"""Links for a batch of passages, one set per passage."""
+
+
+def discover(paths: Iterable[Path]) -> list[tuple[Path, str]]:
+    """Every ingestible file under `paths`, with its source name relative to the argument."""
+    found: list[tuple[Path, str]] = []
+    for path in paths:
+        if path.is_dir():
+            for file in sorted(path.rglob("*")):
+                if file.is_file() and file.suffix.lower() in SUFFIXES:
+                    found.append((file, file.relative_to(path).as_posix()))
+        elif path.is_file():
+            found.append((path, path.name))
+        else:
+            raise InvalidInputError(f"{path} does not exist")
+    if not found:
+        raise InvalidInputError("no .txt, .md or .html files found in the given paths")
+    return found
+
+
+def hierarchy_linker(extractor: HierarchyLinkExtractor | None = None) -> PassageLinker:
+    """Section-path links, with the source file as the path's first element."""
+    chosen = extractor or HierarchyLinkExtractor(parent_links=True, child_links=True)
+
+    def link(passages: Sequence[Passage]) -> list[set[Link]]:
+        return [set(chosen.extract_one([p.source, *p.section])) for p in passages]
+
+    return link
+
+
+def hyperlink_linker(extractor: HtmlLinkExtractor | None = None) -> PassageLinker:
+    """Hyperlinks of HTML passages; the page URL is the file's source name."""
+    chosen = extractor or HtmlLinkExtractor()
+
+    def link(passages: Sequence[Passage]) -> list[set[Link]]:
+        return [
+            set(chosen.extract_one(HtmlInput(p.html, p.source))) if p.html is not None else set()
+            for p in passages
+        ]
+
+    return link
+
+
+def text_linker(extractor: LinkExtractor[str]) -> PassageLinker:
+    """Any text extractor (keywords, entities, mentions), batched through `extract_many`."""
+
+    def link(passages: Sequence[Passage]) -> list[set[Link]]:
+        return [set(links) for links in extractor.extract_many([p.text for p in passages])]
+
+    return link
+
+
+def to_node(passage: Passage, links: set[Link]) -> Node:
+    """A passage as a node: source, section path and position become metadata."""
+    metadata: dict[str, object] = {"source": passage.source, "position": passage.position}
+    if passage.section:
+        metadata["section"] = list(passage.section)
+    return Node(passage.id, passage.text, metadata, frozenset(links))
+
+
+def linked_nodes(passages: Sequence[Passage], linkers: Sequence[PassageLinker]) -> list[Node]:
+    """Run every linker over a batch and merge their links per passage."""
+    merged: list[set[Link]] = [set() for _ in passages]
+    for linker in linkers:
+        for passage_links, found in zip(merged, linker(passages), strict=True):
+            passage_links.update(found)
+    return [to_node(p, links) for p, links in zip(passages, merged, strict=True)]
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did."""
+
+    files: int
+    passages: int
+
+
+def read_all(files: Sequence[tuple[Path, str]], max_chars: int) -> Iterator[Passage]:
+    """Passages of every file; each file is read when its turn comes."""
+    for path, source in files:
+        yield from split_file(path, source, max_chars)
+
+
+async def ingest(
+    store: GraphStore,
+    paths: Sequence[Path],
+    *,
+    linkers: Sequence[PassageLinker],
+    max_chars: int = 1000,
+    batch_size: int = 256,
+    on_plan: Callable[[int], None] | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> IngestReport:
+    """Split, link, embed and store the files under `paths`.
+
+    `on_plan` hears the number of passages before anything is written, `on_batch` the size
+    of each batch once it is stored (for progress bars).
+    """
+    files = discover(paths)
+    planned = sum(len(split_file(path, source, max_chars)) for path, source in files)
+    if on_plan:
+        on_plan(planned)
+    batch: list[Passage] = []
+    total = 0
+
+    async def flush() -> None:
+        nonlocal total
+        if batch:
+            await store.aadd_nodes(linked_nodes(batch, linkers))
+            total += len(batch)
+            if on_batch:
+                on_batch(len(batch))
+            batch.clear()
+
+    for passage in read_all(files, max_chars):
+        batch.append(passage)
+        if len(batch) >= batch_size:
+            await flush()
+    await flush()
+    return IngestReport(files=len(files), passages=total)

@@ -1,0 +1,59 @@
+"""Splitting files into passages that know their section path."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphstore.errors import InvalidInputError
+from graphstore.splitting import pack, split_file, split_html, split_markdown
+
+
+def test_markdown_sections_ignore_headings_in_code_fences():
+    text = "# Book\nintro\n\n## Chapter 1\nbody one\n```\n# not a heading\n```\n## Chapter 2\nbody two\n"
+    passages = split_markdown("book.md", text, 1000)
+    assert [p.section for p in passages] == [
+        ("Book",),
+        ("Book", "Chapter 1"),
+        ("Book", "Chapter 2"),
+    ]
+    assert "# not a heading" in passages[1].text
+    assert [p.id for p in passages] == ["book.md#0", "book.md#1", "book.md#2"]
+
+
+def test_html_passages_keep_their_markup_and_heading_path():
+    html = "<main><h1>Title¶</h1><p>one <a href='b.html'>b</a></p><h2>Sub</h2><ul><li><p>two</p></li></ul></main>"
+    passages = split_html("a.html", html, 1000)
+    assert [(p.section, p.text) for p in passages] == [
+        (("Title",), "Title\n\none b"),
+        (("Title", "Sub"), "Sub\n\ntwo"),
+    ]
+    assert "b.html" in (passages[0].html or "")
+
+
+def test_long_text_is_packed_under_the_limit_at_sentence_ends_including_chinese():
+    text = "孙悟空大闹天宫。" * 40 + " Then he left. " * 10
+    chunks = pack([text], 100)
+    assert all(len(chunk) <= 100 for chunk in chunks)
+    assert chunks[0].endswith("。")
+    assert "".join(chunks).replace(" ", "") == text.replace(" ", "").strip()
+
+
+@pytest.mark.parametrize(
+    ("content", "name", "message"),
+    [
+        (b"\x00\x01binary", "x.txt", "looks binary"),
+        ("café".encode("latin-1"), "x.txt", "is not UTF-8"),
+        (b"text", "x.pdf", "unsupported file type"),
+    ],
+)
+def test_unreadable_files_give_one_line_errors(tmp_path, content, name, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(InvalidInputError, match=message) as error:
+        split_file(path, name)
+    assert "\n" not in str(error.value)
+
+
+def test_missing_file_is_reported(tmp_path):
+    with pytest.raises(InvalidInputError, match="cannot read"):
+        split_file(tmp_path / "missing.txt", "missing.txt")
