@@ -27,5 +27,15 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+CASSANDRA_PORT ?= 9042
+NODE := $(BIN)/python -m graphstore.testing.local_cassandra
+
+# Starts the local Cassandra node unless GRAPHSTORE_TEST_CASSANDRA names one already running.
 test: lint
-	$(BIN)/python -m tests.run_all
+	@if [ -n "$$GRAPHSTORE_TEST_CASSANDRA" ]; then \
+		$(BIN)/pytest; \
+	else \
+		$(NODE) start --port $(CASSANDRA_PORT) || exit 1; \
+		GRAPHSTORE_TEST_CASSANDRA=127.0.0.1:$(CASSANDRA_PORT) $(BIN)/pytest; status=$$?; \
+		$(NODE) stop; exit $$status; \
+	fi

