@@ -1,7 +1,8 @@
 """Metadata rules shared by every backend: what may be stored, and how filters match.
 
 Metadata is JSON (so an int stays an int and a list stays a list).  Filters are equality
-conditions on top-level keys, ANDed; a list value matches when it contains the filter value.
+conditions, ANDed, on keys (dotted keys reach into nested dicts); a list value matches when it
+contains the filter value, which may itself be a dict.
 Both backends compare the same *filter terms*, strings made from `(key, value)` pairs, so a
 filter means exactly the same thing in memory and in Cassandra.
 """
@@ -50,21 +51,36 @@ def _check_json(value: Any, path: str) -> None:
     raise InvalidInputError(f"{path} is a {type(value).__name__}, which the store cannot keep")
 
 
-def _term(key: str, value: Scalar) -> str:
-    # 2 and 2.0 are the same number to a filter; True and 1 are not.
-    if isinstance(value, float) and not isinstance(value, bool) and value.is_integer():
-        value = int(value)
-    return json.dumps([key, value], ensure_ascii=False)
+def _canonical(value: Any) -> Any:
+    # 2 and 2.0 are the same number to a filter (also inside dicts); True and 1 are not.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {key: _canonical(item) for key, item in value.items()}
+    return value
 
 
-def filter_terms(metadata: Mapping[str, Any]) -> frozenset[str]:
-    """The terms a node can be filtered on: its top-level scalars and list elements."""
+def _term(key: str, value: Any) -> str:
+    return json.dumps([key, _canonical(value)], ensure_ascii=False, sort_keys=True)
+
+
+def filter_terms(metadata: Mapping[str, Any], prefix: str = "") -> frozenset[str]:
+    """The terms a node can be filtered on.
+
+    Scalars and list elements (scalars or dicts) under their key; a nested dict both as a
+    whole and, recursively, under dotted keys (`{"nested": {"a": 5}}` matches `nested.a = 5`).
+    """
     terms: set[str] = set()
     for key, value in metadata.items():
-        if isinstance(value, SCALARS):
-            terms.add(_term(key, value))
+        path = prefix + key
+        if isinstance(value, (*SCALARS, Mapping)):
+            terms.add(_term(path, value))
+        if isinstance(value, Mapping):
+            terms |= filter_terms(value, path + ".")
         elif isinstance(value, (list, tuple)):
-            terms.update(_term(key, item) for item in value if isinstance(item, SCALARS))
+            terms.update(
+                _term(path, item) for item in value if isinstance(item, (*SCALARS, Mapping))
+            )
     return frozenset(terms)
 
 
@@ -77,11 +93,13 @@ def required_terms(metadata_filter: Filter | None) -> frozenset[str]:
     for key, value in metadata_filter.items():
         if not isinstance(key, str) or not key:
             raise InvalidInputError(f"filter keys must be non-empty strings, got {key!r}")
-        if not isinstance(value, SCALARS) or (
+        if isinstance(value, Mapping):
+            _check_json(value, f"filter value for {key!r}")
+        elif not isinstance(value, SCALARS) or (
             isinstance(value, float) and not math.isfinite(value)
         ):
             raise InvalidInputError(
-                f"filter value for {key!r} must be a string, number or bool, "
+                f"filter value for {key!r} must be a string, number, bool or dict, "
                 f"not {type(value).__name__}"
             )
     return frozenset(_term(key, value) for key, value in metadata_filter.items())

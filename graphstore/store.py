@@ -19,7 +19,7 @@ from graphstore.errors import InvalidInputError
 from graphstore.links import as_links
 from graphstore.metadata import Filter, check_metadata, required_terms
 from graphstore.nodes import Hit, Node, StoredNode, unit
-from graphstore.storage import Storage, StoreStats
+from graphstore.storage import ScoredNode, Storage, StoreStats
 from graphstore.traversal import Traversal, TraversalStats
 
 T = TypeVar("T")
@@ -148,14 +148,19 @@ class GraphStore:
         """Sync twin of `aget`."""
         return run_sync(self.aget(ids))
 
+    async def asearch_stored(
+        self, vector: Sequence[float], *, k: int = 4, filter: Filter | None = None
+    ) -> list[ScoredNode]:
+        """Like `asimilarity_search_by_vector`, with the stored embeddings (for adapters)."""
+        check_count("k", k)
+        terms = required_terms(filter)
+        return await self.storage.search(self._unit(vector, self.storage.dimension), k, terms)
+
     async def asimilarity_search_by_vector(
         self, vector: Sequence[float], *, k: int = 4, filter: Filter | None = None
     ) -> list[Hit]:
         """The `k` nodes most similar to `vector` that pass `filter`."""
-        check_count("k", k)
-        terms = required_terms(filter)
-        query = self._unit(vector, self.storage.dimension)
-        found = await self.storage.search(query, k, terms)
+        found = await self.asearch_stored(vector, k=k, filter=filter)
         return [Hit(item.stored.node, item.similarity) for item in found]
 
     async def asimilarity_search(
@@ -165,7 +170,7 @@ class GraphStore:
         check_count("k", k)
         required_terms(filter)
         return await self.asimilarity_search_by_vector(
-            await self._embed_query(query), k=k, filter=filter
+            await self.aembed_query(query), k=k, filter=filter
         )
 
     def similarity_search(
@@ -317,11 +322,12 @@ class GraphStore:
             raise InvalidInputError("this store has no embedding model; pass vectors instead")
         return self.embeddings
 
-    async def _embed_query(self, query: str) -> list[float]:
+    async def aembed_query(self, query: str) -> list[float]:
+        """The query's embedding from the store's model."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("the query must be a non-empty string")
         return await self._model().aembed_query(query)
 
     async def _query_vector(self, query: str | Sequence[float]) -> Any:
-        raw = await self._embed_query(query) if isinstance(query, str) else query
+        raw = await self.aembed_query(query) if isinstance(query, str) else query
         return self._unit(raw, self.storage.dimension)

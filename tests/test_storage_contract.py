@@ -183,7 +183,36 @@ async def test_unicode_and_awkward_tags_round_trip(backend: Storage):
         assert await tag_ids(backend, "kw", tag) == ["a"]
 
 
-def test_filter_terms_of_lists_and_numbers():
-    assert filter_terms({"a": [1, "x"], "b": 2.0, "c": {"nested": 1}}) == required_terms(
-        {"a": 1}
-    ) | required_terms({"a": "x"}) | required_terms({"b": 2})
+def test_filter_terms_of_lists_numbers_and_nested_dicts():
+    terms = filter_terms({"a": [1, "x"], "b": 2.0, "c": {"d": 1}})
+    expected = [{"a": 1}, {"a": "x"}, {"b": 2}, {"c": {"d": 1.0}}, {"c.d": 1}]
+    assert terms == frozenset().union(*(required_terms(f) for f in expected))
+
+
+async def test_filters_reach_into_nested_dicts_and_dicts_in_lists(backend: Storage):
+    await backend.upsert(
+        [
+            stored(
+                "a",
+                [1, 0, 0],
+                metadata={"nested": {"a": 5, "b": {"c": "x"}}, "tags": [{"a": 5, "b": 7}]},
+            ),
+            stored(
+                "b",
+                [0.9, 0.1, 0],
+                metadata={"nested": {"a": 6}, "tags": [{"b": 7, "a": 5.0}, {"a": 1}]},
+            ),
+        ]
+    )
+
+    async def ids(metadata_filter):
+        return [
+            s.stored.node.id
+            for s in await backend.search(unit([1, 0, 0]), 5, required_terms(metadata_filter))
+        ]
+
+    assert await ids({"nested.a": 5}) == ["a"]
+    assert await ids({"nested.b.c": "x"}) == ["a"]
+    assert await ids({"tags": {"a": 5, "b": 7}}) == ["a", "b"]
+    assert await ids({"tags": {"a": 5, "b": 10}}) == []
+    assert await ids({"nested": {"a": 6}}) == ["b"]

@@ -1,0 +1,82 @@
+"""An `Adapter` for `graph_retriever`, so `GraphRetriever` (Eager, Mmr, …) runs on graphstore.
+
+`graph_retriever` walks metadata edges (`MetadataEdge("habitat", "habitat")`) by issuing
+filtered vector searches; graphstore's filters match lists, nested keys and dicts in lists,
+so those searches run natively on either backend through the `Storage` interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from graph_retriever import Content
+from graph_retriever.adapters import Adapter
+
+from graphstore.metadata import filter_terms, required_terms
+from graphstore.nodes import StoredNode
+from graphstore.store import GraphStore, run_sync
+
+
+def to_content(stored: StoredNode) -> Content:
+    """A stored node as graph_retriever content (links stay in `metadata["links"]`)."""
+    node = stored.node
+    return Content(node.id, node.text, stored.embedding.tolist(), dict(node.metadata))
+
+
+class GraphStoreAdapter(Adapter):
+    """graph_retriever's view of a `GraphStore`."""
+
+    def __init__(self, store: GraphStore) -> None:
+        super().__init__()
+        self.store = store
+
+    async def asearch_with_embedding(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> tuple[list[float], list[Content]]:
+        """Embed `query` and return it with the `k` most similar contents."""
+        embedding = await self.store.aembed_query(query)
+        return embedding, await self.asearch(embedding, k, filter)
+
+    def search_with_embedding(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> tuple[list[float], list[Content]]:
+        """Sync twin of `asearch_with_embedding`."""
+        return run_sync(self.asearch_with_embedding(query, k, filter))
+
+    async def asearch(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Content]:
+        """The `k` contents nearest to `embedding` that pass `filter`."""
+        if k == 0:
+            return []
+        found = await self.store.asearch_stored(embedding, k=k, filter=filter)
+        return [to_content(item.stored) for item in found]
+
+    def search(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Content]:
+        """Sync twin of `asearch`."""
+        return run_sync(self.asearch(embedding, k, filter))
+
+    async def aget(
+        self, ids: Sequence[str], filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Content]:
+        """Contents by id (unknown ids skipped, duplicates once) that pass `filter`."""
+        required = required_terms(filter)
+        found = await self.store.storage.get(list(dict.fromkeys(ids)))
+        return [to_content(s) for s in found if required <= filter_terms(s.node.metadata)]
+
+    def get(
+        self, ids: Sequence[str], filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Content]:
+        """Sync twin of `aget`."""
+        return run_sync(self.aget(ids, filter))

@@ -1,0 +1,398 @@
+"""LangChain integration: a `GraphVectorStore` and its retriever over any graphstore backend.
+
+This module is the only place that knows LangChain's graph API (deprecated upstream, due for
+removal in langchain-community 0.5); the store itself does not depend on it.  Differences
+from upstream, on purpose: `ids=` is honoured by `add_documents`/`add_texts`, `filter` by
+every search (MMR included), `similarity_score_threshold` works, sync methods work inside a
+running event loop, and documents round-trip exactly: plain searches add no metadata keys and
+`links` appears only on documents that have links.  Traversal results add
+`similarity_score`, `mmr_score` (MMR traversal), `depth` and `via` (the `(kind, tag)` that
+led to the document, None for roots).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
+from typing import Any, ClassVar
+
+from langchain_community.graph_vectorstores.base import GraphVectorStore, GraphVectorStoreRetriever
+from langchain_community.graph_vectorstores.base import Node as LangChainNode
+from langchain_community.graph_vectorstores.links import METADATA_LINKS_KEY
+from langchain_community.graph_vectorstores.links import Link as LangChainLink
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+from graphstore.embedded import EmbeddedStorage
+from graphstore.errors import InvalidInputError
+from graphstore.links import as_links
+from graphstore.nodes import Hit, Node
+from graphstore.storage import Storage
+from graphstore.store import GraphStore, run_sync
+
+SEARCH_TYPES = ("similarity", "similarity_score_threshold", "mmr", "traversal", "mmr_traversal")
+
+
+def document_to_node(document: Document, node_id: str | None = None) -> Node:
+    """A LangChain document as a node; links come out of `metadata["links"]`."""
+    metadata = dict(document.metadata)
+    links = metadata.pop(METADATA_LINKS_KEY, [])
+    return Node(
+        node_id or document.id or uuid.uuid4().hex, document.page_content, metadata, as_links(links)
+    )
+
+
+def node_to_document(node: Node, extra: dict[str, Any] | None = None) -> Document:
+    """A node as a LangChain document with LangChain `Link`s; `extra` adds metadata keys."""
+    metadata = dict(node.metadata)
+    if node.links:
+        metadata[METADATA_LINKS_KEY] = [
+            LangChainLink(kind=link.kind, direction=link.direction, tag=link.tag)
+            for link in sorted(node.links)
+        ]
+    return Document(id=node.id, page_content=node.text, metadata=metadata | (extra or {}))
+
+
+def hit_to_document(hit: Hit) -> Document:
+    """A traversal hit as a document that says how it was reached."""
+    extra: dict[str, Any] = {"similarity_score": hit.similarity, "depth": hit.depth, "via": hit.via}
+    if hit.mmr_score is not None:
+        extra["mmr_score"] = hit.mmr_score
+    return node_to_document(hit.node, extra)
+
+
+class GraphStoreVectorStore(GraphVectorStore):
+    """LangChain's `GraphVectorStore` on graphstore (embedded by default, or any `Storage`)."""
+
+    def __init__(self, embedding: Embeddings, storage: Storage | None = None) -> None:
+        self.store = GraphStore(embedding, storage or EmbeddedStorage(":memory:"))
+
+    @property
+    def embeddings(self) -> Embeddings | None:
+        """The embedding model."""
+        return self.store.embeddings
+
+    # -- writing -------------------------------------------------------------------------
+
+    async def aadd_nodes(self, nodes: Iterable[LangChainNode], **kwargs: Any) -> AsyncIterable[str]:
+        """Add LangChain nodes (ids are generated for nodes without one)."""
+        for node_id in await self.store.aadd_nodes(self._from_langchain(nodes)):
+            yield node_id
+
+    def add_nodes(self, nodes: Iterable[LangChainNode], **kwargs: Any) -> Iterable[str]:
+        """Sync twin of `aadd_nodes`."""
+        return self.store.add_nodes(self._from_langchain(nodes))
+
+    async def aadd_documents(self, documents: Iterable[Document], **kwargs: Any) -> list[str]:
+        """Add documents; `ids=` (or each `Document.id`) names them, else ids are generated."""
+        return await self.store.aadd_nodes(self._nodes(documents, kwargs.get("ids")))
+
+    def add_documents(self, documents: Iterable[Document], **kwargs: Any) -> list[str]:
+        """Sync twin of `aadd_documents`."""
+        return self.store.add_nodes(self._nodes(documents, kwargs.get("ids")))
+
+    async def aadd_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: Iterable[dict[str, Any]] | None = None,
+        *,
+        ids: Iterable[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Add texts with optional metadata (links in `metadata["links"]`) and ids."""
+        return await self.aadd_documents(self._documents(texts, metadatas), ids=ids)
+
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: Iterable[dict[str, Any]] | None = None,
+        *,
+        ids: Iterable[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Sync twin of `aadd_texts`."""
+        return self.add_documents(self._documents(texts, metadatas), ids=ids)
+
+    async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        """Delete documents by id; unknown ids are ignored."""
+        await self.store.adelete(ids or [])
+        return True
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        """Sync twin of `adelete`."""
+        return run_sync(self.adelete(ids))
+
+    async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The documents with these ids (unknown ids skipped, duplicates once)."""
+        return [node_to_document(node) for node in await self.store.aget(list(dict.fromkeys(ids)))]
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """Sync twin of `aget_by_ids`."""
+        return run_sync(self.aget_by_ids(ids))
+
+    # -- similarity ----------------------------------------------------------------------
+
+    def _select_relevance_score_fn(self) -> Callable[[float], float]:
+        # Cosine similarity in [-1, 1] to LangChain's relevance in [0, 1].
+        return lambda score: (score + 1.0) / 2.0
+
+    async def asimilarity_search_with_score(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """Documents most similar to `query` with their cosine similarity."""
+        hits = await self.store.asimilarity_search(query, k=k, filter=filter)
+        return [(node_to_document(hit.node), hit.similarity) for hit in hits]
+
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """Sync twin of `asimilarity_search_with_score`."""
+        return run_sync(self.asimilarity_search_with_score(query, k, filter))
+
+    async def asimilarity_search(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Document]:
+        """Documents most similar to `query`."""
+        return [doc for doc, _ in await self.asimilarity_search_with_score(query, k, filter)]
+
+    def similarity_search(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Document]:
+        """Sync twin of `asimilarity_search`."""
+        return run_sync(self.asimilarity_search(query, k, filter))
+
+    async def asimilarity_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Documents most similar to `embedding`."""
+        hits = await self.store.asimilarity_search_by_vector(embedding, k=k, filter=filter)
+        return [node_to_document(hit.node) for hit in hits]
+
+    def similarity_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Sync twin of `asimilarity_search_by_vector`."""
+        return run_sync(self.asimilarity_search_by_vector(embedding, k, filter))
+
+    async def amax_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """MMR over the `fetch_k` nearest documents (no traversal), honouring `filter`."""
+        hits = await self.store.ammr_traversal_search(
+            query, k=k, depth=0, fetch_k=fetch_k, lambda_mult=lambda_mult, filter=filter
+        )
+        return [node_to_document(hit.node) for hit in hits]
+
+    def max_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Sync twin of `amax_marginal_relevance_search`."""
+        return run_sync(self.amax_marginal_relevance_search(query, k, fetch_k, lambda_mult, filter))
+
+    # -- traversal -----------------------------------------------------------------------
+
+    async def atraversal_search(
+        self,
+        query: str,
+        *,
+        k: int = 4,
+        depth: int = 1,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterable[Document]:
+        """The `k` nearest documents and those within `depth` tag hops of them."""
+        for hit in await self.store.atraversal_search(
+            query, k=k, depth=depth, filter=filter, **kwargs
+        ):
+            yield hit_to_document(hit)
+
+    def traversal_search(
+        self,
+        query: str,
+        *,
+        k: int = 4,
+        depth: int = 1,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Iterable[Document]:
+        """Sync twin of `atraversal_search`."""
+        hits = self.store.traversal_search(query, k=k, depth=depth, filter=filter, **kwargs)
+        return [hit_to_document(hit) for hit in hits]
+
+    async def ammr_traversal_search(
+        self,
+        query: str,
+        *,
+        initial_roots: Sequence[str] = (),
+        k: int = 4,
+        depth: int = 2,
+        fetch_k: int = 100,
+        adjacent_k: int = 10,
+        lambda_mult: float = 0.5,
+        score_threshold: float = float("-inf"),
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterable[Document]:
+        """MMR-guided traversal (see `GraphStore.ammr_traversal_search`)."""
+        hits = await self.store.ammr_traversal_search(
+            query,
+            initial_roots=initial_roots,
+            k=k,
+            depth=depth,
+            fetch_k=fetch_k,
+            adjacent_k=adjacent_k,
+            lambda_mult=lambda_mult,
+            score_threshold=score_threshold,
+            filter=filter,
+            **kwargs,
+        )
+        for hit in hits:
+            yield hit_to_document(hit)
+
+    def mmr_traversal_search(
+        self,
+        query: str,
+        *,
+        initial_roots: Sequence[str] = (),
+        k: int = 4,
+        depth: int = 2,
+        fetch_k: int = 100,
+        adjacent_k: int = 10,
+        lambda_mult: float = 0.5,
+        score_threshold: float = float("-inf"),
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Iterable[Document]:
+        """Sync twin of `ammr_traversal_search`."""
+        hits = self.store.mmr_traversal_search(
+            query,
+            initial_roots=initial_roots,
+            k=k,
+            depth=depth,
+            fetch_k=fetch_k,
+            adjacent_k=adjacent_k,
+            lambda_mult=lambda_mult,
+            score_threshold=score_threshold,
+            filter=filter,
+            **kwargs,
+        )
+        return [hit_to_document(hit) for hit in hits]
+
+    def as_retriever(self, **kwargs: Any) -> GraphStoreRetriever:
+        """A retriever for any of the five search types (`search_type=`, `search_kwargs=`)."""
+        return GraphStoreRetriever(vectorstore=self, **kwargs)
+
+    # -- construction --------------------------------------------------------------------
+
+    @classmethod
+    def from_texts(
+        cls: type[GraphStoreVectorStore],
+        texts: Iterable[str],
+        embedding: Embeddings,
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        storage: Storage | None = None,
+        **kwargs: Any,
+    ) -> GraphStoreVectorStore:
+        """A store holding `texts`."""
+        store = cls(embedding, storage)
+        store.add_texts(texts, metadatas, ids=ids)
+        return store
+
+    @classmethod
+    def from_documents(
+        cls: type[GraphStoreVectorStore],
+        documents: list[Document],
+        embedding: Embeddings,
+        *,
+        ids: list[str] | None = None,
+        storage: Storage | None = None,
+        **kwargs: Any,
+    ) -> GraphStoreVectorStore:
+        """A store holding `documents`."""
+        store = cls(embedding, storage)
+        store.add_documents(documents, ids=ids)
+        return store
+
+    # -- helpers -------------------------------------------------------------------------
+
+    @staticmethod
+    def _from_langchain(nodes: Iterable[LangChainNode]) -> list[Node]:
+        return [
+            Node(node.id or uuid.uuid4().hex, node.text, node.metadata, as_links(node.links))
+            for node in nodes
+        ]
+
+    @staticmethod
+    def _documents(
+        texts: Iterable[str], metadatas: Iterable[dict[str, Any]] | None
+    ) -> list[Document]:
+        listed = list(texts)
+        given = list(metadatas) if metadatas is not None else [{} for _ in listed]
+        if len(given) != len(listed):
+            raise InvalidInputError(f"got {len(given)} metadatas for {len(listed)} texts")
+        return [Document(text, metadata=meta) for text, meta in zip(listed, given, strict=True)]
+
+    @staticmethod
+    def _nodes(documents: Iterable[Document], ids: Iterable[str] | None) -> list[Node]:
+        listed = list(documents)
+        names = list(ids) if ids is not None else [None] * len(listed)
+        if len(names) != len(listed):
+            raise InvalidInputError(f"got {len(names)} ids for {len(listed)} documents")
+        return [document_to_node(doc, name) for doc, name in zip(listed, names, strict=True)]
+
+
+class GraphStoreRetriever(GraphVectorStoreRetriever):
+    """LangChain retriever over a `GraphStoreVectorStore`.
+
+    Unlike upstream's, keyword arguments given at `invoke` time (e.g. `k=3`) reach every
+    search type, and `k` can be set on the retriever itself.
+    """
+
+    k: int | None = None
+    """Number of documents to return; overrides `search_kwargs["k"]` when set."""
+
+    allowed_search_types: ClassVar[Sequence[str]] = SEARCH_TYPES
+
+    def _search_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        merged = dict(self.search_kwargs)
+        if self.k is not None:
+            merged["k"] = self.k
+        return merged | kwargs
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        return self.vectorstore.search(query, self.search_type, **self._search_kwargs(kwargs))
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        return await self.vectorstore.asearch(
+            query, self.search_type, **self._search_kwargs(kwargs)
+        )

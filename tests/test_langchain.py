@@ -1,0 +1,206 @@
+"""LangChain's own conformance suites, graph_retriever's adapter suite, and the upstream fixes.
+
+Every suite runs on each backend through the parametrized `backend` fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
+
+pytest.importorskip("langchain_community.graph_vectorstores")
+pytest.importorskip("langchain_tests")
+pytest.importorskip("graph_retriever")
+
+from graph_retriever.testing.adapter_tests import AdapterComplianceSuite
+from graph_retriever.testing.embeddings import AnimalEmbeddings
+from langchain_community.graph_vectorstores.links import Link as LangChainLink
+from langchain_tests.integration_tests import (
+    RetrieversIntegrationTests,
+    VectorStoreIntegrationTests,
+)
+
+from graphstore import GraphStore
+from graphstore.adapter import GraphStoreAdapter
+from graphstore.langchain import GraphStoreRetriever, GraphStoreVectorStore
+
+warnings.filterwarnings("ignore", message=".*GraphVectorStore.*deprecated.*")
+
+
+class CallableEmbeddings(Embeddings):
+    """LangChain `Embeddings` around a text -> vector function."""
+
+    def __init__(self, function):
+        self.function = function
+
+    def embed_documents(self, texts):
+        return [self.function(text) for text in texts]
+
+    def embed_query(self, text):
+        return self.function(text)
+
+
+class TestVectorStoreConformance(VectorStoreIntegrationTests):
+    @pytest.fixture
+    def vectorstore(self, backend):
+        return GraphStoreVectorStore(self.get_embeddings(), backend)
+
+
+class TestRetrieverConformance(RetrieversIntegrationTests):
+    @pytest.fixture(autouse=True)
+    def _store(self, backend):
+        store = GraphStoreVectorStore(DeterministicFakeEmbedding(size=8), backend)
+        store.add_texts(
+            [f"passage {i} about topic {i % 3}" for i in range(8)],
+            [{"links": [LangChainLink.bidir("topic", str(i % 3))]} for i in range(8)],
+        )
+        self.vectorstore = store
+
+    @property
+    def retriever_constructor(self):
+        return GraphStoreRetriever
+
+    @property
+    def retriever_constructor_params(self):
+        return {
+            "vectorstore": self.vectorstore,
+            "search_type": "mmr_traversal",
+            "search_kwargs": {"fetch_k": 4},
+        }
+
+    @property
+    def retriever_query_example(self):
+        return "passage about topic 1"
+
+
+class TestGraphRetrieverAdapter(AdapterComplianceSuite):
+    @pytest.fixture
+    def adapter(self, backend, shared_data):
+        store = GraphStore(CallableEmbeddings(AnimalEmbeddings()), backend)
+        vectorstore = GraphStoreVectorStore(store.embeddings, backend)
+        rows = [json.loads(line) for line in (shared_data / "graph-rag" / "animals.jsonl").open()]
+        vectorstore.add_documents(
+            [Document(id=r["id"], page_content=r["text"], metadata=r["metadata"]) for r in rows]
+        )
+        return GraphStoreAdapter(store)
+
+
+@pytest.fixture
+def vectorstore(backend):
+    return GraphStoreVectorStore(DeterministicFakeEmbedding(size=8), backend)
+
+
+def test_add_documents_honours_ids_and_round_trips_exactly(vectorstore):
+    docs = [
+        Document(
+            "alpha",
+            metadata={
+                "n": 1,
+                "x": 1.5,
+                "tags": ["a", "b"],
+                "links": [LangChainLink.bidir("kw", "t")],
+            },
+        ),
+        Document("beta", metadata={"n": 2}),
+    ]
+    assert vectorstore.add_documents(docs, ids=["a", "b"]) == ["a", "b"]
+    got = vectorstore.get_by_ids(["a", "b"])
+    assert got == [
+        Document(
+            id="a",
+            page_content="alpha",
+            metadata={
+                "n": 1,
+                "x": 1.5,
+                "tags": ["a", "b"],
+                "links": [LangChainLink.bidir("kw", "t")],
+            },
+        ),
+        Document(id="b", page_content="beta", metadata={"n": 2}),
+    ]
+    assert isinstance(got[0].metadata["n"], int)
+    assert isinstance(got[0].metadata["links"][0], LangChainLink)
+    assert "id" not in docs[1].metadata
+    assert docs[1].id is None
+
+
+def test_max_marginal_relevance_search_honours_filter(vectorstore):
+    vectorstore.add_texts(
+        ["foo", "foo bar", "bar"],
+        [{"lang": "en"}, {"lang": "fr"}, {"lang": "en"}],
+        ids=["1", "2", "3"],
+    )
+    docs = vectorstore.max_marginal_relevance_search("foo", k=3, fetch_k=3, filter={"lang": "en"})
+    assert sorted(doc.id for doc in docs) == ["1", "3"]
+
+
+@pytest.mark.parametrize(
+    "search_type", ["similarity", "similarity_score_threshold", "mmr", "traversal", "mmr_traversal"]
+)
+async def test_retriever_supports_all_five_search_types(vectorstore, search_type):
+    vectorstore.add_texts(
+        ["root text", "linked text", "other text"],
+        [
+            {"links": [LangChainLink.outgoing("kw", "t")]},
+            {"links": [LangChainLink.incoming("kw", "t")]},
+            {},
+        ],
+        ids=["root", "linked", "other"],
+    )
+    kwargs = {"score_threshold": 0.0} if search_type == "similarity_score_threshold" else {}
+    retriever = vectorstore.as_retriever(search_type=search_type, search_kwargs={"k": 2, **kwargs})
+    docs = retriever.invoke("root text")
+    assert docs[0].id == "root"
+    assert len(docs) <= 3
+    assert [d.id for d in await retriever.ainvoke("root text")] == [d.id for d in docs]
+
+
+def test_traversal_documents_say_how_they_were_reached(vectorstore):
+    vectorstore.add_texts(
+        ["root text", "linked text"],
+        [
+            {"links": [LangChainLink.outgoing("kw", "t")]},
+            {"links": [LangChainLink.incoming("kw", "t")]},
+        ],
+        ids=["root", "linked"],
+    )
+    docs = list(vectorstore.mmr_traversal_search("root text", k=2, fetch_k=1))
+    assert [(d.id, d.metadata["depth"], d.metadata["via"]) for d in docs] == [
+        ("root", 0, None),
+        ("linked", 1, ("kw", "t")),
+    ]
+    assert {"similarity_score", "mmr_score"} <= docs[1].metadata.keys()
+
+
+async def test_sync_api_inside_a_running_loop(vectorstore):
+    vectorstore.add_texts(["a", "b"], ids=["1", "2"])
+    assert len(vectorstore.similarity_search("a", k=2)) == 2
+    assert len(list(vectorstore.traversal_search("a", k=1))) == 1
+
+
+def test_link_extractor_transformer_output_loads_unchanged(vectorstore):
+    from langchain_community.graph_vectorstores.extractors import (
+        HtmlInput,
+        HtmlLinkExtractor,
+        LinkExtractorAdapter,
+        LinkExtractorTransformer,
+    )
+
+    pages = [
+        Document(
+            "<p>see <a href='b.html'>b</a></p>", id="a", metadata={"url": "https://x.org/a.html"}
+        ),
+        Document("<p>page b</p>", id="b", metadata={"url": "https://x.org/b.html"}),
+    ]
+    extractor = LinkExtractorAdapter(
+        HtmlLinkExtractor(), lambda d: HtmlInput(d.page_content, d.metadata["url"])
+    )
+    linked = LinkExtractorTransformer([extractor]).transform_documents(pages)
+    vectorstore.add_documents(linked, ids=["a", "b"])  # the transformer drops Document.id
+    docs = list(vectorstore.traversal_search("<p>see <a href='b.html'>b</a></p>", k=1, depth=1))
+    assert [d.id for d in docs] == ["a", "b"]
+    assert docs[1].metadata["via"] == ("hyperlink", "https://x.org/b.html")
