@@ -23,8 +23,6 @@ SCALARS = (str, int, float, bool)
 
 def check_metadata(metadata: Any) -> dict[str, Any]:
     """Return `metadata` as a plain dict, or raise if it is not storable JSON."""
-    if metadata is None:
-        return {}
     if not isinstance(metadata, Mapping):
         raise InvalidInputError(f"metadata must be a dict, not {type(metadata).__name__}")
     _check_json(metadata, "metadata")

@@ -1,0 +1,147 @@
+"""Bad input, table-driven: each case must raise a one-line `InvalidInputError` naming the
+problem and leave the store exactly as it was.  Add a row to `CASES` to add a case."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphstore import GraphStore, InvalidInputError, Link, Node, StoreOpenError
+from graphstore.embedded import EmbeddedStorage
+from graphstore.testing.embeddings import KeyedEmbeddings
+
+DIM = 8
+GOOD = Node("good", "a good passage", {"n": 1}, frozenset({Link.bidir("kw", "t")}))
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    action: Callable[[GraphStore], Awaitable[Any]]
+    message: str
+
+
+def add(*nodes: Any, **options: Any) -> Callable[[GraphStore], Awaitable[Any]]:
+    return lambda store: store.aadd_nodes([GOOD, *nodes], **options)
+
+
+def node(**changes: Any) -> Node:
+    fields = {"id": "bad", "text": "text", "metadata": {}, "links": frozenset()} | changes
+    return Node(**fields)
+
+
+def search(query: str = "a query", **options: Any) -> Callable[[GraphStore], Awaitable[Any]]:
+    return lambda store: store.ammr_traversal_search(query, **options)
+
+
+CASES = [
+    Case("empty text", add(node(text="")), "text of node 'bad' is empty"),
+    Case("whitespace text", add(node(text=" \n\t ")), "text of node 'bad' is empty"),
+    Case("non-string text", add(node(text=42)), "must be a string, not int"),
+    Case("None metadata", add(node(metadata=None)), "metadata must be a dict, not NoneType"),
+    Case("list metadata", add(node(metadata=["a"])), "metadata must be a dict, not list"),
+    Case("bytes in metadata", add(node(metadata={"b": b"x"})), "metadata.b is a bytes"),
+    Case("set in metadata", add(node(metadata={"s": {1}})), "metadata.s is a set"),
+    Case("NaN in metadata", add(node(metadata={"x": math.nan})), "metadata.x is nan"),
+    Case("non-string key", add(node(metadata={1: "x"})), "non-string key 1"),
+    Case("nested bad value", add(node(metadata={"a": [{"b": object()}]})), "metadata.a[0].b is a object"),
+    Case("link is a string", add(node(links=["kw:t"])), "a link must be a Link, not str"),
+    Case("links is a string", add(node(links="kw:t")), "links must be a list of Link, not str"),
+    Case("unknown direction", add(node(links=[Link("kw", "sideways", "t")])), "direction must be one of"),
+    Case("empty kind", add(node(links=[Link("", "in", "t")])), "link kind must be a non-empty string"),
+    Case("empty tag", add(node(links=[Link("kw", "in", " ")])), "link tag must be a non-empty string"),
+    Case("10,000-char tag", add(node(links=[Link.bidir("kw", "x" * 10_000)])), "link tag is 10000 characters long"),
+    Case("duplicate ids", add(node(id="good")), "node id 'good' appears twice"),
+    Case("empty id", add(node(id="")), "node id must be a non-empty string"),
+    Case("huge id", add(node(id="i" * 10_000)), "node id is 10000 characters long"),
+    Case("non-string id", add(node(id=7)), "node id must be a non-empty string"),
+    Case("not a node", lambda s: s.aadd_nodes([GOOD, {"id": "x"}]), "expected a Node, got dict"),
+    Case("wrong dimension", add(node(), vectors=[[1.0] * DIM, [1.0] * (DIM + 1)]), "embedding has dimension 9"),
+    Case("NaN embedding", add(node(), vectors=[[1.0] * DIM, [math.nan] * DIM]), "NaN or infinite"),
+    Case("zero embedding", add(node(), vectors=[[1.0] * DIM, [0.0] * DIM]), "zero vector"),
+    Case("vector count", add(node(), vectors=[[1.0] * DIM]), "got 1 vectors for 2 nodes"),
+    Case("filter value list", search(filter={"n": [1]}), "filter value for 'n'"),
+    Case("filter not a dict", search(filter="n=1"), "filter must be a dict, not str"),
+    Case("filter empty key", search(filter={"": 1}), "filter keys must be non-empty strings"),
+    Case("filter NaN", search(filter={"n": math.nan}), "filter value for 'n'"),
+    Case("k zero", search(k=0), "k must be between 1 and 1000, got 0"),
+    Case("k negative", search(k=-3), "k must be between 1 and 1000, got -3"),
+    Case("k enormous", search(k=10**12), "k must be between 1 and 1000"),
+    Case("k not an int", search(k=2.5), "k must be an integer, not float"),
+    Case("depth negative", search(depth=-1), "depth must be between 0 and 10"),
+    Case("depth enormous", search(depth=10**6), "depth must be between 0 and 10"),
+    Case("fetch_k zero", search(fetch_k=0), "fetch_k must be between 1 and 1000, got 0"),
+    Case("adjacent_k zero", search(adjacent_k=0), "adjacent_k must be between 1 and 1000"),
+    Case("adjacent_k enormous", search(adjacent_k=10**9), "adjacent_k must be between 1 and 1000"),
+    Case("lambda above 1", search(lambda_mult=1.5), "lambda_mult must be between 0 and 1"),
+    Case("lambda below 0", search(lambda_mult=-0.1), "lambda_mult must be between 0 and 1"),
+    Case("lambda a string", search(lambda_mult="0.5"), "lambda_mult must be a number"),
+    Case("step cap zero", search(max_candidates_per_step=0), "max_candidates_per_step must be between"),
+    Case("empty query", search(query=""), "the query must be a non-empty string"),
+    Case("traversal depth", lambda s: s.atraversal_search("q", depth=11), "depth must be between 0 and 10"),
+    Case("ids as a string", lambda s: s.adelete("good"), "ids must be a list of strings, not str"),
+    Case("None among ids", lambda s: s.aget(["good", None]), "ids must be non-empty strings, got None"),
+    Case("initial root None", search(initial_roots=[None]), "ids must be non-empty strings"),
+]
+
+
+async def snapshot(store: GraphStore) -> tuple[Any, ...]:
+    stats = await store.astats(top_tags=100)
+    nodes = await store.aget(["good", "bad", "other"])
+    return stats, nodes, await store.acheck()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+async def test_bad_input_is_refused_and_changes_nothing(backend, case: Case):
+    store = GraphStore(KeyedEmbeddings(dimension=DIM), backend)
+    await store.aadd_nodes([Node("other", "already stored", {"n": 2}, frozenset({Link.bidir("kw", "t")}))])
+    before = await snapshot(store)
+    with pytest.raises(InvalidInputError) as error:
+        await case.action(store)
+    assert case.message in str(error.value)
+    assert "\n" not in str(error.value)
+    assert await snapshot(store) == before
+
+
+def test_at_least_thirty_cases():
+    assert len(CASES) >= 30
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\x00\x01 random bytes " * 100, "is not a graphstore file"),
+        (b"SQLite format 3\x00" + b"\x00" * 200, "is not a graphstore file"),
+    ],
+)
+def test_corrupt_file_at_store_path_is_refused_and_left_alone(tmp_path: Path, content, message):
+    path = tmp_path / "store.db"
+    path.write_bytes(content)
+    with pytest.raises(StoreOpenError, match=message):
+        EmbeddedStorage(path)
+    assert path.read_bytes() == content
+
+
+def test_foreign_sqlite_file_is_refused_and_left_alone(tmp_path: Path):
+    import sqlite3
+
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+        db.execute("INSERT INTO invoices VALUES (1, 9.5)")
+    content = path.read_bytes()
+    with pytest.raises(StoreOpenError, match="an SQLite file of another program"):
+        EmbeddedStorage(path)
+    assert path.read_bytes() == content
+
+
+def test_directory_or_missing_parent_is_refused(tmp_path: Path):
+    with pytest.raises(StoreOpenError, match="is a directory"):
+        EmbeddedStorage(tmp_path)
+    with pytest.raises(StoreOpenError, match="does not exist"):
+        EmbeddedStorage(tmp_path / "missing" / "store.db")
