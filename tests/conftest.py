@@ -84,5 +84,5 @@ def backend(open_backend: StorageFactory) -> Storage:
 def shared_data() -> Path:
     """The public data sets beside the project (`../shared/data`)."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"{SHARED_DATA} is missing")
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(f"{SHARED_DATA} is missing")
     return SHARED_DATA

@@ -13,6 +13,7 @@ import pytest
 
 from graphstore import GraphStore, Link, Node
 from graphstore.embedded import EmbeddedStorage
+from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings
 
 
@@ -56,6 +57,7 @@ WRITER = textwrap.dedent(
     import asyncio, sys
     from graphstore import GraphStore, Link, Node
     from graphstore.embedded import EmbeddedStorage
+from graphstore.store import run_sync
     from graphstore.testing.embeddings import KeyedEmbeddings
 
     async def main():
@@ -74,7 +76,7 @@ WRITER = textwrap.dedent(
 )
 
 
-async def test_process_killed_mid_write_leaves_a_consistent_store(tmp_path: Path):
+def test_process_killed_mid_write_leaves_a_consistent_store(tmp_path: Path):
     path = tmp_path / "store.db"
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True
@@ -87,10 +89,10 @@ async def test_process_killed_mid_write_leaves_a_consistent_store(tmp_path: Path
     writer.wait()
     storage = EmbeddedStorage(path)
     try:
-        stats = await storage.stats()
+        stats = run_sync(storage.stats())
         assert stats.nodes >= 21 * 50
         assert stats.nodes % 50 == 0
         assert stats.tag_rows == 2 * stats.nodes
-        assert await storage.check() == []
+        assert run_sync(storage.check()) == []
     finally:
-        await storage.close()
+        run_sync(storage.close())
