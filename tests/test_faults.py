@@ -57,7 +57,6 @@ WRITER = textwrap.dedent(
     import asyncio, sys
     from graphstore import GraphStore, Link, Node
     from graphstore.embedded import EmbeddedStorage
-from graphstore.store import run_sync
     from graphstore.testing.embeddings import KeyedEmbeddings
 
     async def main():
@@ -83,8 +82,9 @@ def test_process_killed_mid_write_leaves_a_consistent_store(tmp_path: Path):
     )
     assert writer.stdout is not None
     deadline = time.monotonic() + 60
-    while int(writer.stdout.readline() or -1) < 20 and time.monotonic() < deadline:
-        pass
+    for line in writer.stdout:
+        if int(line) >= 20 or time.monotonic() > deadline:
+            break
     writer.send_signal(signal.SIGKILL)
     writer.wait()
     storage = EmbeddedStorage(path)
