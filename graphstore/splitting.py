@@ -27,6 +27,8 @@ BLOCKS = ("p", "pre", "li", "dt", "dd", "blockquote", "td", "th", "figcaption")
 SENTENCE_END = re.compile(r"(?<=[.!?。！？；])\s*")
 MARKDOWN_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 FENCE = re.compile(r"^\s*(```|~~~)")
+CHAPTER = re.compile(r"^\s*(第[〇零一二三四五六七八九十百千两\d]+[回章卷节]|chapter\s+\w+)(\s|$)", re.I)
+"""A chapter heading line in plain text: 第二十七回 … (Chinese novels) or `Chapter 12`."""
 
 
 @dataclass(frozen=True)
@@ -102,8 +104,24 @@ def _paragraphs(text: str) -> list[str]:
 
 
 def split_text(source: str, text: str, max_chars: int) -> list[Passage]:
-    """Plain text: paragraphs packed into passages."""
-    return [Passage(source, i, chunk) for i, chunk in enumerate(pack(_paragraphs(text), max_chars))]
+    """Plain text: paragraphs packed into passages, chapter heading lines as sections."""
+    sections: list[tuple[tuple[str, ...], list[str]]] = [((), [])]
+    for line in text.split("\n"):
+        if CHAPTER.match(line):
+            sections.append(((line.strip(),), [line]))
+        else:
+            sections[-1][1].append(line)
+    return _pack_sections(source, sections, max_chars)
+
+
+def _pack_sections(
+    source: str, sections: list[tuple[tuple[str, ...], list[str]]], max_chars: int
+) -> list[Passage]:
+    passages: list[Passage] = []
+    for section, lines in sections:
+        for chunk in pack(_paragraphs("\n".join(lines)), max_chars):
+            passages.append(Passage(source, len(passages), chunk, section))
+    return passages
 
 
 def split_markdown(source: str, text: str, max_chars: int) -> list[Passage]:
@@ -121,11 +139,7 @@ def split_markdown(source: str, text: str, max_chars: int) -> list[Passage]:
             sections.append((tuple(path), [line]))
         else:
             sections[-1][1].append(line)
-    passages: list[Passage] = []
-    for section, lines in sections:
-        for chunk in pack(_paragraphs("\n".join(lines)), max_chars):
-            passages.append(Passage(source, len(passages), chunk, section))
-    return passages
+    return _pack_sections(source, sections, max_chars)
 
 
 def _leaf_blocks(root: Tag) -> Iterator[Tag]:

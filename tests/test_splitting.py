@@ -57,3 +57,17 @@ def test_unreadable_files_give_one_line_errors(tmp_path, content, name, message)
 def test_missing_file_is_reported(tmp_path):
     with pytest.raises(InvalidInputError, match="cannot read"):
         split_file(tmp_path / "missing.txt", "missing.txt")
+
+
+def test_plain_text_chapters_become_sections(shared_data):
+    path = shared_data / "chinese_novels" / "西游记.txt"
+    text = path.read_text(encoding="utf-8").replace("\r\n", "\n")[:60_000]
+    from graphstore.splitting import split_text
+
+    passages = split_text("西游记.txt", text, 500)
+    chapters = {p.section for p in passages if p.section}
+    assert ("第一回 灵根育孕源流出 心性修持大道生",) in chapters
+    assert ("第二回 悟彻菩提真妙理 断魔归本合元神",) in chapters
+    assert passages[0].section == ()
+    assert all(len(p.text) <= 500 for p in passages)
+    assert [p.position for p in passages] == list(range(len(passages)))

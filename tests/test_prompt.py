@@ -1,0 +1,81 @@
+"""Writer-prompt assembly: budget, dedup, story order, citations and provenance."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphstore import GraphStore, Link, Node
+from graphstore.nodes import Hit
+from graphstore.prompt import assemble, awriter_context, count_tokens, writer_context_runnable
+from graphstore.testing.embeddings import KeyedEmbeddings
+
+
+def hit(node_id, text, position, via=None, source="西游记.txt", chapter="第二十七回 尸魔三戏唐三藏"):
+    metadata = {"source": source, "position": position, "section": [chapter]}
+    return Hit(Node(node_id, text, metadata), similarity=0.5, via=via)
+
+
+def test_token_count_is_cjk_aware():
+    assert count_tokens("孙悟空三打白骨精") == 8
+    assert count_tokens("Monkey King") == 2 + 1
+    assert count_tokens("孙悟空 fights the demon.") == 3 + 2 + 1 + 2 + 1
+    assert count_tokens("") == 0
+
+
+@pytest.mark.parametrize("budget", [30, 60, 120, 400])
+def test_budget_is_never_exceeded_and_best_first_wins(budget):
+    hits = [hit(f"p{i}", "白骨精变作村姑。" * (i + 1), position=10 - i) for i in range(6)]
+    context = assemble(hits, budget=budget)
+    assert context.tokens <= budget
+    assert context.tokens == count_tokens(context.text)
+    chosen = [h.node.id for h in context.hits]
+    if chosen:
+        assert "p0" in chosen
+
+
+def test_too_long_passage_is_skipped_for_a_shorter_later_one():
+    hits = [hit("short1", "唐僧。", 1), hit("long", "长" * 500, 2), hit("short2", "八戒。", 3)]
+    context = assemble(hits, budget=100)
+    assert [h.node.id for h in context.hits] == ["short1", "short2"]
+
+
+def test_duplicates_by_id_and_by_text_are_dropped():
+    hits = [hit("a", "悟空 打 妖精", 1), hit("a", "悟空 打 妖精", 1), hit("b", "悟空  打\n妖精", 2), hit("c", "唐僧 念 咒", 3)]
+    context = assemble(hits, budget=1000)
+    assert [h.node.id for h in context.hits] == ["a", "c"]
+
+
+def test_story_order_citations_and_provenance():
+    hits = [
+        hit("late", "三打白骨精。", 900, via=("entity:person", "孙悟空")),
+        hit("early", "石猴出世。", 5, chapter="第一回 灵根育孕源流出"),
+        hit("other-book", "林黛玉进贾府。", 1, source="红楼梦.txt", chapter="第三回"),
+    ]
+    context = assemble(hits, budget=1000)
+    # The book of the best passage comes first; within a book, story order.
+    assert [h.node.id for h in context.hits] == ["early", "late", "other-book"]
+    assert "[2] 西游记.txt · 第二十七回 尸魔三戏唐三藏 · late (via entity:person 孙悟空)" in context.text
+    assert "[1] 西游记.txt · 第一回 灵根育孕源流出 · early (similar to the scene)" in context.text
+
+
+def test_template_is_customizable():
+    context = assemble([hit("a", "悟空", 1)], budget=100, template="<{id}> {text}")
+    assert context.text == "<a> 悟空"
+
+
+async def test_writer_context_reaches_linked_passages_and_runs_as_a_runnable(backend):
+    vectors = {"scene": [1, 0, 0], "悟空大战白骨精": [1, 0.1, 0], "悟空的金箍棒": [0, 1, 0], "无关": [0, 0, 1]}
+    store = GraphStore(KeyedEmbeddings(vectors), backend)
+    await store.aadd_nodes(
+        [
+            Node("fight", "悟空大战白骨精", {"source": "x.txt", "position": 2}, frozenset({Link.bidir("entity:person", "孙悟空")})),
+            Node("staff", "悟空的金箍棒", {"source": "x.txt", "position": 1}, frozenset({Link.bidir("entity:person", "孙悟空")})),
+            Node("noise", "无关", {"source": "x.txt", "position": 3}),
+        ]
+    )
+    context = await awriter_context(store, "scene", budget=200, k=2, fetch_k=1)
+    assert [h.node.id for h in context.hits] == ["staff", "fight"]
+    assert "via entity:person 孙悟空" in context.text
+    runnable = writer_context_runnable(store, budget=200, k=2, fetch_k=1)
+    assert await runnable.ainvoke("scene") == context.text
+    assert runnable.invoke("scene") == context.text
