@@ -3,8 +3,8 @@
 A scene description retrieves one of the most similar passages plus linked ones (the same
 characters, the place, the object) through MMR traversal.  The block is deduplicated, kept
 within `budget` tokens (CJK-aware by default; any `str -> int` counter can be plugged in),
-put in story order (by position within a source; sources in order of their best passage) and cites every passage with how it was
-reached, e.g. `via entity:person 孙悟空`.
+put in story order (by position within a source; sources in the order of their best
+passage) and cites every passage with how it was reached, e.g. `via entity:person 孙悟空`.
 """
 
 from __future__ import annotations

@@ -27,7 +27,9 @@ BLOCKS = ("p", "pre", "li", "dt", "dd", "blockquote", "td", "th", "figcaption")
 SENTENCE_END = re.compile(r"(?<=[.!?。！？；])\s*")
 MARKDOWN_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 FENCE = re.compile(r"^\s*(```|~~~)")
-CHAPTER = re.compile(r"^\s*(第[〇零一二三四五六七八九十百千两\d]+[回章卷节]|chapter\s+\w+)(\s|$)", re.I)
+CHAPTER = re.compile(
+    r"^\s*(第[〇零一二三四五六七八九十百千两\d]+[回章卷节]|chapter\s+\w+)(\s|$)", re.IGNORECASE
+)
 """A chapter heading line in plain text: 第二十七回 … (Chinese novels) or `Chapter 12`."""
 
 

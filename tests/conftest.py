@@ -70,6 +70,9 @@ async def open_backend(
         return storage
 
     yield factory
+    if name == "cassandra" and opened:
+        # Each table and SAI index costs the node heap: left behind, they exhaust it.
+        await opened[0].drop()
     for storage in opened:
         await storage.close()
 

@@ -1,0 +1,158 @@
+"""Cassandra-only behaviour: tag rows on disk, CQL hygiene, and the in-flight bound."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from conftest import cassandra_contact
+
+from graphstore import GraphStore, Link, Node
+from graphstore.cassandra import CassandraStorage, parse_url
+from graphstore.errors import InvalidInputError
+from graphstore.metadata import required_terms
+from graphstore.nodes import StoredNode, unit
+from graphstore.testing.embeddings import KeyedEmbeddings
+
+KEYSPACE = "graphstore_test"
+
+
+def connect(table: str, **options) -> CassandraStorage:
+    host, _, port = cassandra_contact().partition(":")
+    return CassandraStorage.connect(
+        contact_points=[host], port=int(port or 9042), keyspace=KEYSPACE, table=table, **options
+    )
+
+
+@pytest.fixture
+async def storage() -> AsyncIterator[CassandraStorage]:
+    opened = connect(f"t{uuid.uuid4().hex[:12]}", max_in_flight=3)
+    yield opened
+    await opened.drop()
+    await opened.close()
+
+
+def tag_rows(storage: CassandraStorage) -> list[tuple[str, str, str]]:
+    """Every row of the tag table, read with plain CQL."""
+    rows = storage.session.execute(
+        f'SELECT kind, tag, node_id FROM "{KEYSPACE}"."{storage.table}_tags"'
+    )
+    return sorted((row.kind, row.tag, row.node_id) for row in rows)
+
+
+async def test_readding_a_node_with_changed_links_leaves_no_stale_tag_row(storage):
+    def version(links):
+        return [StoredNode(Node("a", "text", {}, frozenset(links)), unit([1, 0, 0]))]
+
+    await storage.upsert(version([Link.bidir("kw", "old"), Link.incoming("kw", "kept")]))
+    assert tag_rows(storage) == [("kw", "kept", "a"), ("kw", "old", "a")]
+    await storage.upsert(version([Link.bidir("kw", "new"), Link.incoming("kw", "kept")]))
+    assert tag_rows(storage) == [("kw", "kept", "a"), ("kw", "new", "a")]
+    await storage.upsert(version([Link.outgoing("kw", "kept")]))
+    assert tag_rows(storage) == []
+    assert await storage.check() == []
+
+
+BAD_NAMES = [
+    "x; DROP KEYSPACE y",
+    'x"; DROP KEYSPACE y; --',
+    "x' OR '1'='1",
+    "1starts_with_digit",
+    "_underscore_first",
+    "has-dash",
+    "has space",
+    "système",
+    "",
+    "a" * 49,
+]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_names_that_are_not_identifiers_are_refused(name):
+    # Refused before any connection is made, so no node is needed.
+    with pytest.raises(InvalidInputError, match="must be a letter followed by"):
+        CassandraStorage.connect(["127.0.0.1"], keyspace=name, table="t")
+    with pytest.raises(InvalidInputError, match="must be a letter followed by"):
+        CassandraStorage.connect(["127.0.0.1"], keyspace="ks", table=name)
+
+
+@pytest.mark.parametrize(
+    "replication",
+    [
+        {"class": "SimpleStrategy', 'replication_factor': 1}; DROP KEYSPACE y; --"},
+        {"class": "SimpleStrategy", "replication_factor": "1}; DROP KEYSPACE y"},
+        {"class": "NetworkTopologyStrategy", "dc1': 1} --": 1},
+        {"class": "SimpleStrategy", "replication_factor": 0},
+    ],
+)
+def test_replication_maps_that_could_inject_cql_are_refused(replication):
+    with pytest.raises(InvalidInputError):
+        CassandraStorage.connect(["127.0.0.1"], keyspace="ks", replication=replication)
+
+
+def test_urls_are_parsed_without_leaking_the_password(monkeypatch):
+    parsed = parse_url("cassandra://me:p%40ss@h1:9043,h2:9043/Graph_KS?table=docs")
+    assert (parsed.hosts, parsed.port, parsed.keyspace, parsed.table) == (
+        ["h1", "h2"],
+        9043,
+        "graph_ks",
+        "docs",
+    )
+    assert (parsed.username, parsed.password) == ("me", "p@ss")
+    assert "p@ss" not in repr(parsed)
+    monkeypatch.setenv("GRAPHSTORE_CASSANDRA_PASSWORD", "from-env")
+    assert parse_url("cassandra://me@[::1]/ks").password == "from-env"
+    assert parse_url("cassandra://[::1]/ks").hosts == ["::1"]
+    for bad in [
+        "cassandra://h/x;DROP KEYSPACE y",
+        "cassandra://h/ks?table=t;DROP",
+        "cassandra://h",
+        "cassandra://h1:1,h2:2/ks",
+        "cassandra://h/ks?tabel=t",
+    ]:
+        with pytest.raises(InvalidInputError) as error:
+            parse_url(bad.replace("://", "://me:s3cret@"))
+        assert "s3cret" not in str(error.value)
+
+
+async def test_prepared_statements_hold_no_user_values(storage):
+    secret = uuid.uuid4().hex
+    values = [f"id-{secret}", f"tag-{secret}", f"kind-{secret}", f"meta-{secret}", secret]
+    links = [Link.bidir(f"kind-{secret}", f"tag-{secret}"), Link.outgoing("kw", f"x-{secret}")]
+    node = Node(f"id-{secret}", f"text {secret}", {"color": f"meta-{secret}"}, frozenset(links))
+    await storage.upsert([StoredNode(node, unit([1, 0, 0]))])
+    terms = required_terms({"color": f"meta-{secret}"})
+    assert len(await storage.search(unit([1, 0, 0]), 3, terms)) == 1
+    hits = await storage.search_tag((f"kind-{secret}", f"tag-{secret}"), unit([1, 0, 0]), 3, terms)
+    assert [hit.id for hit in hits] == [f"id-{secret}"]
+    assert len(await storage.get([f"id-{secret}"])) == 1
+    await storage.stats()
+    assert await storage.check() == []
+    assert await storage.delete([f"id-{secret}"]) == 1
+    queries = storage.prepared_queries
+    assert any("ANN OF" in query for query in queries)
+    assert any(query.startswith("INSERT") for query in queries)
+    for query in queries:
+        for value in values:
+            assert value not in query
+
+
+async def test_in_flight_requests_never_exceed_the_bound(storage):
+    spokes = {f"N{i}": [0.5, 0.1 * (i + 1), 0.0] for i in range(24)}  # H alone is nearest
+    vectors = {"q": [1.0, 0.0, 0.0], "text H": [1.0, 0.0, 0.0]}
+    vectors |= {f"text {name}": vector for name, vector in spokes.items()}
+    store = GraphStore(KeyedEmbeddings(vectors), storage, concurrency=16)
+    nodes = [Node("H", "text H", {}, frozenset(Link.outgoing("kw", n) for n in spokes))]
+    nodes += [Node(n, f"text {n}", {}, frozenset([Link.incoming("kw", n)])) for n in spokes]
+    await store.aadd_nodes(nodes)
+    hits = await store.atraversal_search("q", k=1, depth=1, adjacent_k=2)
+    assert len(hits) == 25
+    # Many loops at once: the sync API runs each search on a fresh loop in a worker thread.
+    await asyncio.gather(
+        *(asyncio.to_thread(store.traversal_search, "q", k=1, depth=1) for _ in range(4))
+    )
+    assert storage.max_in_flight == 3
+    assert 1 < storage.peak_in_flight <= storage.max_in_flight
+    assert storage.in_flight == 0
