@@ -49,19 +49,39 @@ CASES = [
     Case("set in metadata", add(node(metadata={"s": {1}})), "metadata.s is a set"),
     Case("NaN in metadata", add(node(metadata={"x": math.nan})), "metadata.x is nan"),
     Case("non-string key", add(node(metadata={1: "x"})), "non-string key 1"),
-    Case("nested bad value", add(node(metadata={"a": [{"b": object()}]})), "metadata.a[0].b is a object"),
+    Case(
+        "nested bad value",
+        add(node(metadata={"a": [{"b": object()}]})),
+        "metadata.a[0].b is a object",
+    ),
     Case("link is a string", add(node(links=["kw:t"])), "a link must be a Link, not str"),
     Case("links is a string", add(node(links="kw:t")), "links must be a list of Link, not str"),
-    Case("unknown direction", add(node(links=[Link("kw", "sideways", "t")])), "direction must be one of"),
-    Case("empty kind", add(node(links=[Link("", "in", "t")])), "link kind must be a non-empty string"),
-    Case("empty tag", add(node(links=[Link("kw", "in", " ")])), "link tag must be a non-empty string"),
-    Case("10,000-char tag", add(node(links=[Link.bidir("kw", "x" * 10_000)])), "link tag is 10000 characters long"),
+    Case(
+        "unknown direction",
+        add(node(links=[Link("kw", "sideways", "t")])),
+        "direction must be one of",
+    ),
+    Case(
+        "empty kind", add(node(links=[Link("", "in", "t")])), "link kind must be a non-empty string"
+    ),
+    Case(
+        "empty tag", add(node(links=[Link("kw", "in", " ")])), "link tag must be a non-empty string"
+    ),
+    Case(
+        "10,000-char tag",
+        add(node(links=[Link.bidir("kw", "x" * 10_000)])),
+        "link tag is 10000 characters long",
+    ),
     Case("duplicate ids", add(node(id="good")), "node id 'good' appears twice"),
     Case("empty id", add(node(id="")), "node id must be a non-empty string"),
     Case("huge id", add(node(id="i" * 10_000)), "node id is 10000 characters long"),
     Case("non-string id", add(node(id=7)), "node id must be a non-empty string"),
     Case("not a node", lambda s: s.aadd_nodes([GOOD, {"id": "x"}]), "expected a Node, got dict"),
-    Case("wrong dimension", add(node(), vectors=[[1.0] * DIM, [1.0] * (DIM + 1)]), "embedding has dimension 9"),
+    Case(
+        "wrong dimension",
+        add(node(), vectors=[[1.0] * DIM, [1.0] * (DIM + 1)]),
+        "embedding has dimension 9",
+    ),
     Case("NaN embedding", add(node(), vectors=[[1.0] * DIM, [math.nan] * DIM]), "NaN or infinite"),
     Case("zero embedding", add(node(), vectors=[[1.0] * DIM, [0.0] * DIM]), "zero vector"),
     Case("vector count", add(node(), vectors=[[1.0] * DIM]), "got 1 vectors for 2 nodes"),
@@ -81,11 +101,23 @@ CASES = [
     Case("lambda above 1", search(lambda_mult=1.5), "lambda_mult must be between 0 and 1"),
     Case("lambda below 0", search(lambda_mult=-0.1), "lambda_mult must be between 0 and 1"),
     Case("lambda a string", search(lambda_mult="0.5"), "lambda_mult must be a number"),
-    Case("step cap zero", search(max_candidates_per_step=0), "max_candidates_per_step must be between"),
+    Case(
+        "step cap zero",
+        search(max_candidates_per_step=0),
+        "max_candidates_per_step must be between",
+    ),
     Case("empty query", search(query=""), "the query must be a non-empty string"),
-    Case("traversal depth", lambda s: s.atraversal_search("q", depth=11), "depth must be between 0 and 10"),
+    Case(
+        "traversal depth",
+        lambda s: s.atraversal_search("q", depth=11),
+        "depth must be between 0 and 10",
+    ),
     Case("ids as a string", lambda s: s.adelete("good"), "ids must be a list of strings, not str"),
-    Case("None among ids", lambda s: s.aget(["good", None]), "ids must be non-empty strings, got None"),
+    Case(
+        "None among ids",
+        lambda s: s.aget(["good", None]),
+        "ids must be non-empty strings, got None",
+    ),
     Case("initial root None", search(initial_roots=[None]), "ids must be non-empty strings"),
 ]
 
@@ -99,7 +131,9 @@ async def snapshot(store: GraphStore) -> tuple[Any, ...]:
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 async def test_bad_input_is_refused_and_changes_nothing(backend, case: Case):
     store = GraphStore(KeyedEmbeddings(dimension=DIM), backend)
-    await store.aadd_nodes([Node("other", "already stored", {"n": 2}, frozenset({Link.bidir("kw", "t")}))])
+    await store.aadd_nodes(
+        [Node("other", "already stored", {"n": 2}, frozenset({Link.bidir("kw", "t")}))]
+    )
     before = await snapshot(store)
     with pytest.raises(InvalidInputError) as error:
         await case.action(store)

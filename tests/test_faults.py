@@ -34,7 +34,12 @@ class FailingEmbeddings(KeyedEmbeddings):
 
 def passages(count: int) -> list[Node]:
     return [
-        Node(f"p{i}", f"passage {i}", {"i": i}, frozenset({Link.bidir("kw", f"k{i % 7}"), Link.incoming("own", f"p{i}")}))
+        Node(
+            f"p{i}",
+            f"passage {i}",
+            {"i": i},
+            frozenset({Link.bidir("kw", f"k{i % 7}"), Link.incoming("own", f"p{i}")}),
+        )
         for i in range(count)
     ]
 

@@ -10,7 +10,9 @@ from graphstore.prompt import assemble, awriter_context, count_tokens, writer_co
 from graphstore.testing.embeddings import KeyedEmbeddings
 
 
-def hit(node_id, text, position, via=None, source="西游记.txt", chapter="第二十七回 尸魔三戏唐三藏"):
+def hit(
+    node_id, text, position, *, via=None, source="西游记.txt", chapter="第二十七回 尸魔三戏唐三藏"
+):
     metadata = {"source": source, "position": position, "section": [chapter]}
     return Hit(Node(node_id, text, metadata), similarity=0.5, via=via)
 
@@ -40,7 +42,12 @@ def test_too_long_passage_is_skipped_for_a_shorter_later_one():
 
 
 def test_duplicates_by_id_and_by_text_are_dropped():
-    hits = [hit("a", "悟空 打 妖精", 1), hit("a", "悟空 打 妖精", 1), hit("b", "悟空  打\n妖精", 2), hit("c", "唐僧 念 咒", 3)]
+    hits = [
+        hit("a", "悟空 打 妖精", 1),
+        hit("a", "悟空 打 妖精", 1),
+        hit("b", "悟空  打\n妖精", 2),
+        hit("c", "唐僧 念 咒", 3),
+    ]
     context = assemble(hits, budget=1000)
     assert [h.node.id for h in context.hits] == ["a", "c"]
 
@@ -54,7 +61,10 @@ def test_story_order_citations_and_provenance():
     context = assemble(hits, budget=1000)
     # The book of the best passage comes first; within a book, story order.
     assert [h.node.id for h in context.hits] == ["early", "late", "other-book"]
-    assert "[2] 西游记.txt · 第二十七回 尸魔三戏唐三藏 · late (via entity:person 孙悟空)" in context.text
+    assert (
+        "[2] 西游记.txt · 第二十七回 尸魔三戏唐三藏 · late (via entity:person 孙悟空)"
+        in context.text
+    )
     assert "[1] 西游记.txt · 第一回 灵根育孕源流出 · early (similar to the scene)" in context.text
 
 
@@ -64,12 +74,27 @@ def test_template_is_customizable():
 
 
 async def test_writer_context_reaches_linked_passages_and_runs_as_a_runnable(backend):
-    vectors = {"scene": [1, 0, 0], "悟空大战白骨精": [1, 0.1, 0], "悟空的金箍棒": [0, 1, 0], "无关": [0, 0, 1]}
+    vectors = {
+        "scene": [1, 0, 0],
+        "悟空大战白骨精": [1, 0.1, 0],
+        "悟空的金箍棒": [0, 1, 0],
+        "无关": [0, 0, 1],
+    }
     store = GraphStore(KeyedEmbeddings(vectors), backend)
     await store.aadd_nodes(
         [
-            Node("fight", "悟空大战白骨精", {"source": "x.txt", "position": 2}, frozenset({Link.bidir("entity:person", "孙悟空")})),
-            Node("staff", "悟空的金箍棒", {"source": "x.txt", "position": 1}, frozenset({Link.bidir("entity:person", "孙悟空")})),
+            Node(
+                "fight",
+                "悟空大战白骨精",
+                {"source": "x.txt", "position": 2},
+                frozenset({Link.bidir("entity:person", "孙悟空")}),
+            ),
+            Node(
+                "staff",
+                "悟空的金箍棒",
+                {"source": "x.txt", "position": 1},
+                frozenset({Link.bidir("entity:person", "孙悟空")}),
+            ),
             Node("noise", "无关", {"source": "x.txt", "position": 3}),
         ]
     )
