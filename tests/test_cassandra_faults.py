@@ -6,11 +6,11 @@ import socket
 from pathlib import Path
 
 import pytest
+from conftest import cassandra_contact
 
 from graphstore import GraphStore, Link, Node, StorageError
 from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings
-from tests.conftest import cassandra_contact
 
 PASSAGES = [
     Node(
