@@ -1,0 +1,155 @@
+"""Entity links: passages naming the same person, place, ... link to each other.
+
+GLiNER finds spans for labels chosen at run time (`["person", "place"]`), so one model
+covers any schema; `inference` batches the passages itself.  Tags go through
+`normalize_tag`, kinds are `entity:<label>`, as LangChain's `GLiNERLinkExtractor` names them.
+
+GLiNER scores spans of *words*, and its default splitter takes a word to be a run of `\\w`:
+a Chinese clause is then one word, so no name inside it can be found.  gliner 0.2.29's
+"jieba" splitter checks that `jieba` is installed but then imports `jieba3`, a different
+package, and fails with `No module named 'jieba3'` where only jieba is installed; here
+`words_splitter="jieba"` means `JiebaWordsSplitter`, built on jieba itself.  For Chinese
+use the multilingual model (`MULTILINGUAL_MODEL`) with `words_splitter="jieba"`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from extractors.base import LinkExtractor
+from extractors.normalize import normalize_tag
+from graphstore.errors import InvalidInputError
+from graphstore.links import Direction, Link
+
+DEFAULT_MODEL = "urchade/gliner_mediumv2.1"
+"""English GLiNER (hub name: needs the hub or its cache; a local directory works offline)."""
+
+MULTILINGUAL_MODEL = "urchade/gliner_multi-v2.1"
+"""GLiNER for other languages, Chinese included (with `words_splitter="jieba"`)."""
+
+WordsSplitter = Callable[[str], Iterable[tuple[str, int, int]]]
+"""GLiNER's splitter protocol: text in, `(word, start, end)` character spans out."""
+
+
+class JiebaWordsSplitter:
+    """Words from jieba's segmentation, with their offsets; spaces are not words."""
+
+    def __call__(self, text: str) -> Iterator[tuple[str, int, int]]:
+        import jieba
+
+        for word, start, end in jieba.tokenize(text):
+            if not word.isspace():
+                yield word, start, end
+
+
+def load_gliner(model: str | Path) -> Any:
+    """A GLiNER model from a local directory (never touching a hub) or a hub name."""
+    from gliner import GLiNER
+
+    if Path(model).is_dir():
+        return GLiNER.from_pretrained(str(model), local_files_only=True)
+    return GLiNER.from_pretrained(str(model))
+
+
+class GlinerLinkExtractor(LinkExtractor[str]):
+    """Links to the entities GLiNER finds for `labels`, kind `f"{kind_prefix}:{label}"`.
+
+    `model` is a hub name, a local directory or a loaded `GLiNER`; it loads on first use.
+    `words_splitter` replaces the model's word splitter while this extractor runs it:
+    `"jieba"` for Chinese, another gliner splitter name, or a `WordsSplitter` callable.
+    """
+
+    def __init__(
+        self,
+        labels: Sequence[str],
+        *,
+        kind_prefix: str = "entity",
+        direction: Direction = "bidir",
+        model: str | Path | Any = DEFAULT_MODEL,
+        threshold: float = 0.5,
+        batch_size: int = 8,
+        words_splitter: str | WordsSplitter | None = None,
+    ) -> None:
+        if not labels or isinstance(labels, str):
+            raise InvalidInputError("GLiNER needs a list of entity labels, such as ['person']")
+        if not 0.0 <= threshold <= 1.0:
+            raise InvalidInputError(f"threshold must be between 0 and 1, not {threshold}")
+        if batch_size < 1:
+            raise InvalidInputError(f"batch_size must be at least 1, not {batch_size}")
+        self.labels = list(labels)
+        self.kind_prefix = kind_prefix
+        self.direction: Direction = direction
+        self.model = model
+        self.threshold = threshold
+        self.batch_size = batch_size
+        self.words_splitter = words_splitter
+        self._model: Any = None
+
+    def _loaded(self) -> Any:
+        if self._model is None:
+            is_name = isinstance(self.model, (str, Path))
+            self._model = load_gliner(self.model) if is_name else self.model
+        return self._model
+
+    def _splitter(self) -> Any:
+        if self.words_splitter == "jieba":
+            return JiebaWordsSplitter()
+        if isinstance(self.words_splitter, str):
+            from gliner.data_processing.tokenizer import WordsSplitter as GlinerSplitter
+
+            return GlinerSplitter(self.words_splitter)
+        return self.words_splitter
+
+    @contextmanager
+    def _splitting(self, model: Any) -> Iterator[None]:
+        """Run with our splitter, then give the (possibly shared) model its own back."""
+        splitter = self._splitter()
+        if splitter is None:
+            yield
+            return
+        processor = model.data_processor
+        own = processor.words_splitter
+        processor.words_splitter = splitter
+        try:
+            yield
+        finally:
+            processor.words_splitter = own
+
+    def entities(self, texts: Sequence[str]) -> list[list[dict[str, Any]]]:
+        """GLiNER's entity dicts (`text`, `label`, `score`, `start`, `end`) for each text."""
+        if not texts:
+            return []
+        model = self._loaded()
+        # gliner pads each batch to its longest text: batching similar lengths wastes less
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        with self._splitting(model):
+            found = model.inference(
+                [texts[i] for i in order],
+                self.labels,
+                threshold=self.threshold,
+                batch_size=self.batch_size,
+                flat_ner=True,
+            )
+        results: list[list[dict[str, Any]]] = [[] for _ in texts]
+        for i, entities in zip(order, found, strict=True):
+            results[i] = list(entities)
+        return results
+
+    def _links(self, entities: Iterable[dict[str, Any]]) -> set[Link]:
+        links: set[Link] = set()
+        for entity in entities:
+            tag = normalize_tag(str(entity["text"]))
+            if tag:
+                links.add(Link(f"{self.kind_prefix}:{entity['label']}", self.direction, tag))
+        return links
+
+    def extract_one(self, input: str) -> set[Link]:
+        """The entity links of one passage."""
+        return self._links(self.entities([input])[0])
+
+    def extract_many(self, inputs: Iterable[str]) -> list[set[Link]]:
+        """The entity links of each passage, from one batched GLiNER call."""
+        return [self._links(entities) for entities in self.entities(list(inputs))]

@@ -1,0 +1,99 @@
+"""Mention links: a passage that names X links out to the passage that *is* X.
+
+A gazetteer of known names (page titles, characters, products), matched with one
+Aho-Corasick automaton so thousands of names cost one pass over the text.  Matching is on
+`fold`ed text (case, width and line breaks ignored); a Latin-script name must stand as a
+whole word ("Hell" is not found in "Hello"), a Chinese one is found anywhere, since Chinese
+puts no spaces between words.  A name nested in a longer matched name ("York" in
+"New York") is not reported.  The defining passage gets `defines(name)`: the mentions
+point at it, and nothing else does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from extractors.base import LinkExtractor
+from extractors.normalize import fold, is_cjk, normalize_tag
+from graphstore.errors import InvalidInputError
+from graphstore.links import Link
+
+
+def _continues_word(char: str) -> bool:
+    """True when `char` beside a match would make it part of a longer Latin word."""
+    return char.isalnum() and not is_cjk(char)
+
+
+class MentionLinkExtractor(LinkExtractor[str]):
+    """`out` links to every known name a passage mentions, tagged with the canonical name.
+
+    `names` is a list of names, or a mapping from alias to canonical name
+    (`{"Monkey King": "Sun Wukong", "Sun Wukong": "Sun Wukong"}`).
+    """
+
+    def __init__(self, names: Mapping[str, str] | Iterable[str], *, kind: str = "mention") -> None:
+        if isinstance(names, str):
+            raise InvalidInputError("names must be a list or mapping of names, not one string")
+        aliases = names if isinstance(names, Mapping) else {name: name for name in names}
+        self.kind = kind
+        self._targets: dict[str, set[str]] = {}
+        for alias, canonical in aliases.items():
+            key, tag = fold(alias), normalize_tag(canonical)
+            if key and tag:
+                self._targets.setdefault(key, set()).add(tag)
+        if not self._targets:
+            raise InvalidInputError("a mention extractor needs at least one non-empty name")
+        self._automaton: Any = None
+
+    def __len__(self) -> int:
+        """How many distinct names (aliases included) are matched."""
+        return len(self._targets)
+
+    def _loaded(self) -> Any:
+        if self._automaton is None:
+            import ahocorasick
+
+            automaton = ahocorasick.Automaton()
+            for key, tags in self._targets.items():
+                automaton.add_word(key, (len(key), frozenset(tags)))
+            automaton.make_automaton()
+            self._automaton = automaton
+        return self._automaton
+
+    def _whole(self, text: str, start: int, end: int) -> bool:
+        """The match `text[start:end]` is not the inside of a longer Latin word."""
+        if start > 0 and not is_cjk(text[start]) and _continues_word(text[start - 1]):
+            return False
+        return not (end < len(text) and not is_cjk(text[end - 1]) and _continues_word(text[end]))
+
+    def mentioned(self, text: str) -> set[str]:
+        """The canonical tags of the names `text` mentions, nested ones left out."""
+        folded = fold(text)
+        spans: list[tuple[int, int, frozenset[str]]] = []
+        for last, (length, tags) in self._loaded().iter(folded):
+            start, end = last + 1 - length, last + 1
+            if self._whole(folded, start, end):
+                spans.append((start, end, tags))
+        spans.sort(key=lambda span: (span[0], -span[1]))
+        found: set[str] = set()
+        reach = -1  # the furthest end of the spans starting earlier (or longer, same start)
+        for _, end, tags in spans:
+            if end > reach:
+                found |= tags
+                reach = end
+        return found
+
+    def defines(self, canonical: str) -> Link:
+        """The `in` link for the passage that is `canonical` (its page, its entry)."""
+        return Link.incoming(self.kind, normalize_tag(canonical))
+
+    def extract_one(self, input: str) -> set[Link]:
+        """`out` links to the names mentioned in one passage."""
+        return {Link.outgoing(self.kind, tag) for tag in self.mentioned(input)}
+
+    def extract_titled(self, text: str, own_name: str) -> set[Link]:
+        """The links of the passage that is `own_name`: it defines that name and links out
+        to every other name it mentions (not to itself)."""
+        own = self.defines(own_name)
+        return {own} | {link for link in self.extract_one(text) if link.tag != own.tag}
