@@ -1,0 +1,1 @@
+"""Benchmarks: write scaling, traversal latency and retrieval quality (see README.md)."""

@@ -1,0 +1,237 @@
+"""What every benchmark shares: arguments, timing, statistics, tables, result files, backends.
+
+Each idea has one implementation here, so the scripts hold only their own measurements.
+Results go to `benchmarks/results/<name>[-cassandra][-quick].{json,png}` (or to
+`$BENCH_RESULTS_DIR`, which the smoke test uses so it never overwrites published numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphstore.embedded import EmbeddedStorage
+from graphstore.storage import Storage
+
+BENCHMARKS = Path(__file__).resolve().parent
+CACHE = BENCHMARKS / "cache"
+CASSANDRA_ENV = "GRAPHSTORE_TEST_CASSANDRA"
+RESULTS_ENV = "BENCH_RESULTS_DIR"
+BACKENDS = ("embedded", "cassandra")
+
+
+def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The options every benchmark takes: `--quick` and `--backend`."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="small sizes, for smoke runs")
+    parser.add_argument("--backend", choices=BACKENDS, default="embedded")
+    return parser.parse_args(argv)
+
+
+class Stopwatch:
+    """`with Stopwatch() as watch: ...` then `watch.seconds` (wall clock, perf_counter)."""
+
+    seconds = 0.0
+
+    def __enter__(self) -> Stopwatch:
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self._start
+
+
+def median(samples: Sequence[float]) -> float:
+    """The median, NaN for no samples (a skipped measurement stays visible)."""
+    return float(statistics.median(samples)) if samples else float("nan")
+
+
+def p95(samples: Sequence[float]) -> float:
+    """The 95th percentile (linear interpolation), NaN for no samples."""
+    return float(np.percentile(samples, 95)) if samples else float("nan")
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """A plain fixed-width table on stdout (also pasted into README.md)."""
+    cells = [[_cell(value) for value in row] for row in rows]
+    widths = [max(len(str(h)), *(len(row[i]) for row in cells)) for i, h in enumerate(headers)]
+    print(f"\n{title}")
+    print("| " + " | ".join(str(h).ljust(w) for h, w in zip(headers, widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in cells:
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
+
+
+def machine() -> dict[str, Any]:
+    """CPU, cores, RAM and the load average: whether the numbers were taken on a busy host."""
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "unknown",
+    )
+    memory_kb = int(Path("/proc/meminfo").read_text().split()[1])
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gib": round(memory_kb / 2**20, 1),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def result_path(name: str, backend: str, quick: bool, suffix: str) -> Path:
+    """Where a benchmark's results go, one file per (benchmark, backend, size)."""
+    folder = Path(os.environ.get(RESULTS_ENV) or BENCHMARKS / "results")
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = name + ("" if backend == "embedded" else f"-{backend}") + ("-quick" if quick else "")
+    return folder / f"{stem}{suffix}"
+
+
+def write_json(name: str, args: argparse.Namespace, data: dict[str, Any]) -> Path:
+    """Write results with the run's settings and the machine's state; return the path."""
+    path = result_path(name, args.backend, args.quick, ".json")
+    payload = {
+        "benchmark": name,
+        "backend": args.backend,
+        "quick": args.quick,
+        "machine": machine(),
+        **data,
+    }
+    path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    print(f"\nwrote {path}")
+    return path
+
+
+@contextlib.contextmanager
+def figure(name: str, args: argparse.Namespace, panels: int = 1) -> Iterator[list[Any]]:
+    """Matplotlib axes, one per panel side by side, saved as the benchmark's PNG on exit."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4.2), squeeze=False)
+    try:
+        yield list(axes[0])
+        fig.tight_layout()
+        path = result_path(name, args.backend, args.quick, ".png")
+        fig.savefig(path, dpi=110)
+        print(f"wrote {path}")
+    finally:
+        plt.close(fig)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def cassandra_contact() -> Iterator[tuple[str, int]]:
+    """`$GRAPHSTORE_TEST_CASSANDRA` (host:port) if set, else a local node for this run only."""
+    given = os.environ.get(CASSANDRA_ENV)
+    if given:
+        host, _, port = given.partition(":")
+        yield host, int(port or 9042)
+        return
+    from graphstore.testing.local_cassandra import running_cassandra
+
+    print("starting a local Cassandra node (set GRAPHSTORE_TEST_CASSANDRA to reuse one)")
+    with running_cassandra(port=_free_port()) as node:
+        yield node.host, node.port
+
+
+@dataclass
+class Backend:
+    """One backend for one run: fresh SQLite files, or a fresh Cassandra keyspace.
+
+    `table()` hands out a new table name (Cassandra) or file (embedded) on every call, so
+    no two stores of a run share state.
+    """
+
+    name: str
+    folder: Path
+    session: Any = None
+    keyspace: str = ""
+    _count: int = field(default=0, init=False)
+
+    def table(self, label: str) -> str:
+        """A fresh name for a store: `label` plus a counter."""
+        self._count += 1
+        return f"{label}_{self._count}"
+
+    def sqlite_path(self, label: str) -> Path:
+        """A fresh SQLite file in the run's temporary folder."""
+        return self.folder / f"{self.table(label)}.db"
+
+    def clear(self) -> None:
+        """Drop every store of the run so far (the worst-case baseline writes gigabytes)."""
+        if self.name == "embedded":
+            for path in self.folder.iterdir():
+                path.unlink()
+            return
+        tables = self.session.execute(
+            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s",
+            (self.keyspace,),
+        )
+        for (table,) in tables:
+            self.session.execute(f'DROP TABLE "{self.keyspace}"."{table}"', timeout=120)
+
+    def graph_storage(self, label: str) -> Storage:
+        """A fresh, empty graphstore backend."""
+        if self.name == "embedded":
+            return EmbeddedStorage(self.sqlite_path(label))
+        from graphstore.cassandra import CassandraStorage
+
+        return CassandraStorage(self.session, self.keyspace, self.table(label))
+
+
+@contextlib.contextmanager
+def open_backend(name: str) -> Iterator[Backend]:
+    """The backend named `name` for one run; Cassandra gets its own keyspace, dropped after."""
+    with tempfile.TemporaryDirectory(prefix="graphstore-bench-") as folder:
+        if name == "embedded":
+            yield Backend(name, Path(folder))
+            return
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+
+        with cassandra_contact() as (host, port):
+            cluster = Cluster(
+                [host],
+                port=port,
+                execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(request_timeout=120)},
+            )
+            session = cluster.connect()
+            keyspace = f"bench_{uuid.uuid4().hex[:10]}"
+            session.execute(
+                f"CREATE KEYSPACE {keyspace} WITH replication = "
+                "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+                timeout=120,
+            )
+            try:
+                yield Backend(name, Path(folder), session, keyspace)
+            finally:
+                session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
+                cluster.shutdown()

