@@ -17,7 +17,7 @@ from typing import Any
 from extractors.base import LinkExtractor
 from extractors.normalize import fold, is_cjk, normalize_tag
 from graphstore.errors import InvalidInputError
-from graphstore.links import Link
+from graphstore.links import Direction, Link
 
 
 def _continues_word(char: str) -> bool:
@@ -26,17 +26,27 @@ def _continues_word(char: str) -> bool:
 
 
 class MentionLinkExtractor(LinkExtractor[str]):
-    """`out` links to every known name a passage mentions, tagged with the canonical name.
+    """Links to every known name a passage mentions, tagged with the canonical name.
 
     `names` is a list of names, or a mapping from alias to canonical name
-    (`{"Monkey King": "Sun Wukong", "Sun Wukong": "Sun Wukong"}`).
+    (`{"Monkey King": "Sun Wukong", "Sun Wukong": "Sun Wukong"}`).  By default the links go
+    `out`, to the passage that *is* the name (see `defines`); with `direction="bidir"`, for
+    names no passage defines (a novel's characters), passages mentioning the same name link
+    to each other.
     """
 
-    def __init__(self, names: Mapping[str, str] | Iterable[str], *, kind: str = "mention") -> None:
+    def __init__(
+        self,
+        names: Mapping[str, str] | Iterable[str],
+        *,
+        kind: str = "mention",
+        direction: Direction = "out",
+    ) -> None:
         if isinstance(names, str):
             raise InvalidInputError("names must be a list or mapping of names, not one string")
         aliases = names if isinstance(names, Mapping) else {name: name for name in names}
         self.kind = kind
+        self.direction: Direction = direction
         self._targets: dict[str, set[str]] = {}
         for alias, canonical in aliases.items():
             key, tag = fold(alias), normalize_tag(canonical)
@@ -89,8 +99,8 @@ class MentionLinkExtractor(LinkExtractor[str]):
         return Link.incoming(self.kind, normalize_tag(canonical))
 
     def extract_one(self, input: str) -> set[Link]:
-        """`out` links to the names mentioned in one passage."""
-        return {Link.outgoing(self.kind, tag) for tag in self.mentioned(input)}
+        """Links (in `direction`) to the names mentioned in one passage."""
+        return {Link(self.kind, self.direction, tag) for tag in self.mentioned(input)}
 
     def extract_titled(self, text: str, own_name: str) -> set[Link]:
         """The links of the passage that is `own_name`: it defines that name and links out

@@ -10,20 +10,27 @@ import argparse
 import asyncio
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+from extractors.frequency import TagFrequencyFilter
 from graphstore.errors import GraphStoreError, InvalidInputError
-from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, ingest
+from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, ingest, text_linker
 from graphstore.location import STORE_ENV, open_storage, store_location
 from graphstore.nodes import Hit
 from graphstore.prompt import DEFAULT_TEMPLATE, awriter_context
+from graphstore.splitting import read_text
 from graphstore.store import GraphStore
 
-LINKERS: dict[str, Callable[[], PassageLinker]] = {
-    "hyperlinks": hyperlink_linker,
-    "hierarchy": hierarchy_linker,
-}
+LINK_CHOICES = (
+    "hyperlinks",
+    "hierarchy",
+    "keywords",
+    "entities",
+    "mentions",
+    "zh-keywords",
+    "zh-entities",
+)
 DEFAULT_LINKS = "hyperlinks,hierarchy"
 
 
@@ -38,7 +45,19 @@ def _parser() -> argparse.ArgumentParser:
     add = commands.add_parser("ingest", help="split, link, embed and store files or folders")
     add.add_argument("paths", nargs="+", type=Path)
     add.add_argument(
-        "--links", default=DEFAULT_LINKS, help=f"link extractors ({', '.join(LINKERS)})"
+        "--links",
+        default=DEFAULT_LINKS,
+        help=f"comma-separated extractors: {', '.join(LINK_CHOICES)}",
+    )
+    add.add_argument(
+        "--names",
+        type=Path,
+        help="names for mentions (and zh-entities): one per line, or alias<TAB>canonical name",
+    )
+    add.add_argument("--gliner-model", help="GLiNER model directory (for entities)")
+    add.add_argument("--entity-labels", default="person,location,organization")
+    add.add_argument(
+        "--max-tag-df", type=float, help="drop tags carried by more than this share of passages"
     )
     add.add_argument("--max-chars", type=int, default=1000, help="largest passage, in characters")
 
@@ -76,14 +95,52 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _linkers(spec: str) -> list[PassageLinker]:
-    names = [name.strip() for name in spec.split(",") if name.strip()]
-    unknown = [name for name in names if name not in LINKERS]
+def _names(path: Path | None) -> dict[str, str]:
+    """alias -> canonical name, from a file of `name` or `alias<TAB>canonical` lines."""
+    if path is None:
+        raise InvalidInputError("mentions need --names FILE")
+    names: dict[str, str] = {}
+    for line in read_text(path).splitlines():
+        alias, _, canonical = line.strip().partition("\t")
+        if alias:
+            names[alias] = canonical.strip() or alias
+    return names
+
+
+def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
+    """The linkers named by `--links`, configured from the other ingest options."""
+    names = [name.strip() for name in args.links.split(",") if name.strip()]
+    unknown = [name for name in names if name not in LINK_CHOICES]
     if unknown:
         raise InvalidInputError(
-            f"unknown link extractor {unknown[0]!r}; choose from {', '.join(LINKERS)}"
+            f"unknown link extractor {unknown[0]!r}; choose from {', '.join(LINK_CHOICES)}"
         )
-    return [LINKERS[name]() for name in names]
+    import extractors
+
+    linkers: list[PassageLinker] = []
+    for name in names:
+        if name == "hyperlinks":
+            linkers.append(hyperlink_linker())
+        elif name == "hierarchy":
+            linkers.append(hierarchy_linker())
+        elif name in ("keywords", "zh-keywords"):
+            language = "zh" if name == "zh-keywords" else None
+            linkers.append(text_linker(extractors.KeybertLinkExtractor(language=language)))
+        elif name == "entities":
+            if not args.gliner_model:
+                raise InvalidInputError("entities need --gliner-model DIR (a local GLiNER model)")
+            labels = [label.strip() for label in args.entity_labels.split(",") if label.strip()]
+            extractor = extractors.GlinerLinkExtractor(labels, model=args.gliner_model)
+            linkers.append(text_linker(extractor))
+        elif name == "mentions":
+            # A names file lists things no passage defines (characters, places): passages
+            # that mention the same name link to each other.
+            mentions = extractors.MentionLinkExtractor(_names(args.names), direction="bidir")
+            linkers.append(text_linker(mentions))
+        else:
+            user_dict = _names(args.names) if args.names else None
+            linkers.append(text_linker(extractors.JiebaEntityLinkExtractor(user_dict=user_dict)))
+    return linkers
 
 
 def _filter(pairs: Sequence[str]) -> dict[str, str] | None:
@@ -111,7 +168,7 @@ def _print_hit(rank: int, hit: Hit) -> None:
 async def _run(args: argparse.Namespace) -> int:
     location = store_location(args.store)
     if args.command == "ingest":
-        linkers = _linkers(args.links)
+        linkers = _linkers(args)
     storage = open_storage(location)
     try:
         if args.command in ("ingest", "search", "prompt"):
@@ -136,6 +193,7 @@ async def _command(
             store,
             args.paths,
             linkers=linkers,
+            tag_filter=None if args.max_tag_df is None else TagFrequencyFilter(args.max_tag_df),
             max_chars=args.max_chars,
             on_plan=lambda total: setattr(bar, "total", total),
             on_batch=bar.update,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from extractors.base import LinkExtractor
+from extractors.frequency import TagFrequencyFilter
 from extractors.hierarchy import HierarchyLinkExtractor
 from extractors.html_links import HtmlInput, HtmlLinkExtractor
 from graphstore.errors import InvalidInputError
@@ -81,13 +82,31 @@ def to_node(passage: Passage, links: set[Link]) -> Node:
     return Node(passage.id, passage.text, metadata, frozenset(links))
 
 
-def linked_nodes(passages: Sequence[Passage], linkers: Sequence[PassageLinker]) -> list[Node]:
+def merged_links(passages: Sequence[Passage], linkers: Sequence[PassageLinker]) -> list[set[Link]]:
     """Run every linker over a batch and merge their links per passage."""
     merged: list[set[Link]] = [set() for _ in passages]
     for linker in linkers:
         for passage_links, found in zip(merged, linker(passages), strict=True):
             passage_links.update(found)
-    return [to_node(p, links) for p, links in zip(passages, merged, strict=True)]
+    return merged
+
+
+def linked_passages(passages: Sequence[Passage], linkers: Sequence[PassageLinker]) -> list[Node]:
+    """Passages as nodes carrying the links of every linker."""
+    links = merged_links(passages, linkers)
+    return [to_node(passage, found) for passage, found in zip(passages, links, strict=True)]
+
+
+def batches(passages: Iterable[Passage], size: int) -> Iterator[list[Passage]]:
+    """Consecutive lists of at most `size` passages."""
+    batch: list[Passage] = []
+    for passage in passages:
+        batch.append(passage)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 @dataclass
@@ -109,6 +128,7 @@ async def ingest(
     paths: Sequence[Path],
     *,
     linkers: Sequence[PassageLinker],
+    tag_filter: TagFrequencyFilter | None = None,
     max_chars: int = 1000,
     batch_size: int = 256,
     on_plan: Callable[[int], None] | None = None,
@@ -116,28 +136,32 @@ async def ingest(
 ) -> IngestReport:
     """Split, link, embed and store the files under `paths`.
 
-    `on_plan` hears the number of passages before anything is written, `on_batch` the size
-    of each batch once it is stored (for progress bars).
+    With a `tag_filter` (dense-tag control), every passage is linked first so tag
+    frequencies are known, and tags above its threshold are dropped before writing; only the
+    link sets are kept in memory meanwhile.  `on_plan` hears the number of passages before
+    anything is written, `on_batch` the size of each batch once it is stored.
     """
     files = discover(paths)
     planned = sum(len(split_file(path, source, max_chars)) for path, source in files)
     if on_plan:
         on_plan(planned)
-    batch: list[Passage] = []
+    filtered: list[set[Link]] | None = None
+    if tag_filter is not None:
+        every = [
+            links
+            for batch in batches(read_all(files, max_chars), batch_size)
+            for links in merged_links(batch, linkers)
+        ]
+        filtered = tag_filter.fit_apply(every)
     total = 0
-
-    async def flush() -> None:
-        nonlocal total
-        if batch:
-            await store.aadd_nodes(linked_nodes(batch, linkers))
-            total += len(batch)
-            if on_batch:
-                on_batch(len(batch))
-            batch.clear()
-
-    for passage in read_all(files, max_chars):
-        batch.append(passage)
-        if len(batch) >= batch_size:
-            await flush()
-    await flush()
+    for batch in batches(read_all(files, max_chars), batch_size):
+        if filtered is None:
+            nodes = linked_passages(batch, linkers)
+        else:
+            links = filtered[total : total + len(batch)]
+            nodes = [to_node(passage, found) for passage, found in zip(batch, links, strict=True)]
+        await store.aadd_nodes(nodes)
+        total += len(batch)
+        if on_batch:
+            on_batch(len(batch))
     return IngestReport(files=len(files), passages=total)
