@@ -65,6 +65,10 @@ def hit_to_document(hit: Hit) -> Document:
     return node_to_document(hit.node, extra)
 
 
+async def _collect(documents: AsyncIterable[Document]) -> list[Document]:
+    return [document async for document in documents]
+
+
 class GraphStoreVectorStore(GraphVectorStore):
     """LangChain's `GraphVectorStore` on graphstore (embedded by default, or any `Storage`)."""
 
@@ -230,18 +234,9 @@ class GraphStoreVectorStore(GraphVectorStore):
         ):
             yield hit_to_document(hit)
 
-    def traversal_search(
-        self,
-        query: str,
-        *,
-        k: int = 4,
-        depth: int = 1,
-        filter: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> Iterable[Document]:
-        """Sync twin of `atraversal_search`."""
-        hits = self.store.traversal_search(query, k=k, depth=depth, filter=filter, **kwargs)
-        return [hit_to_document(hit) for hit in hits]
+    def traversal_search(self, query: str, **kwargs: Any) -> Iterable[Document]:
+        """Sync twin of `atraversal_search` (same keyword arguments)."""
+        return run_sync(_collect(self.atraversal_search(query, **kwargs)))
 
     async def ammr_traversal_search(
         self,
@@ -273,34 +268,9 @@ class GraphStoreVectorStore(GraphVectorStore):
         for hit in hits:
             yield hit_to_document(hit)
 
-    def mmr_traversal_search(
-        self,
-        query: str,
-        *,
-        initial_roots: Sequence[str] = (),
-        k: int = 4,
-        depth: int = 2,
-        fetch_k: int = 100,
-        adjacent_k: int = 10,
-        lambda_mult: float = 0.5,
-        score_threshold: float = float("-inf"),
-        filter: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> Iterable[Document]:
-        """Sync twin of `ammr_traversal_search`."""
-        hits = self.store.mmr_traversal_search(
-            query,
-            initial_roots=initial_roots,
-            k=k,
-            depth=depth,
-            fetch_k=fetch_k,
-            adjacent_k=adjacent_k,
-            lambda_mult=lambda_mult,
-            score_threshold=score_threshold,
-            filter=filter,
-            **kwargs,
-        )
-        return [hit_to_document(hit) for hit in hits]
+    def mmr_traversal_search(self, query: str, **kwargs: Any) -> Iterable[Document]:
+        """Sync twin of `ammr_traversal_search` (same keyword arguments)."""
+        return run_sync(_collect(self.ammr_traversal_search(query, **kwargs)))
 
     def as_retriever(self, **kwargs: Any) -> GraphStoreRetriever:
         """A retriever for any of the five search types (`search_type=`, `search_kwargs=`)."""
