@@ -113,3 +113,30 @@ def test_foreign_file_is_refused(tmp_path, capsys):
     assert main(["--store", str(store), "stats"]) == 2
     assert "is not a graphstore file" in capsys.readouterr().err
     assert store.read_text().startswith("not a database")
+
+
+def test_ingest_with_keyword_and_mention_extractors_and_a_dense_tag_cap(tmp_path, capsys):
+    names = tmp_path / "names.txt"
+    names.write_text("exception\nExceptionGroup\ttry statement\n", encoding="utf-8")
+    store = str(tmp_path / "x.db")
+    args = ["--store", store, "ingest", str(SAMPLE / "errors.html"), "--names", str(names)]
+    assert main([*args, "--links", "keywords,mentions"]) == 0
+    capsys.readouterr()
+    assert main(["--store", store, "stats", "--top", "50"]) == 0
+    stats = capsys.readouterr().out
+    assert "kw: " in stats
+    assert "mention: exception" in stats
+    capped = str(tmp_path / "capped.db")
+    capped_args = [
+        "--store",
+        capped,
+        *args[2:],
+        "--links",
+        "keywords,mentions",
+        "--max-tag-df",
+        "0.3",
+    ]
+    assert main(capped_args) == 0
+    capsys.readouterr()
+    assert main(["--store", capped, "stats", "--top", "50"]) == 0
+    assert "mention: exception" not in capsys.readouterr().out
