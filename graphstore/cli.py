@@ -123,9 +123,14 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
             linkers.append(hyperlink_linker())
         elif name == "hierarchy":
             linkers.append(hierarchy_linker())
-        elif name in ("keywords", "zh-keywords"):
-            language = "zh" if name == "zh-keywords" else None
-            linkers.append(text_linker(extractors.KeybertLinkExtractor(language=language)))
+        elif name == "keywords":
+            linkers.append(text_linker(extractors.KeybertLinkExtractor()))
+        elif name == "zh-keywords":
+            # MiniLM's vocabulary turns most Chinese characters into [UNK]: rank with e5.
+            from graphstore.embeddings import E5Embeddings
+
+            keywords = extractors.KeybertLinkExtractor(language="zh", model=E5Embeddings())
+            linkers.append(text_linker(keywords))
         elif name == "entities":
             if not args.gliner_model:
                 raise InvalidInputError("entities need --gliner-model DIR (a local GLiNER model)")

@@ -163,7 +163,7 @@ def test_keybert_finds_the_passages_subject(keybert, hotpot):
 
 @pytest.mark.models
 def test_keybert_batch_equals_one_at_a_time(keybert, hotpot):
-    texts = list(hotpot.values())[:6]
+    texts = [text[:400] for text in list(hotpot.values())[:5]]
     assert keybert.extract_many(iter(texts)) == [keybert.extract_one(text) for text in texts]
 
 
