@@ -146,7 +146,8 @@ class _Index:
             allowed = self.term_postings.get(term)
             if not allowed:
                 return np.zeros(0, dtype=np.intp)
-            slots = slots[[slot in allowed for slot in slots.tolist()]]
+            permitted = np.fromiter(allowed, dtype=np.intp, count=len(allowed))
+            slots = slots[np.isin(slots, permitted, assume_unique=True)]
         return slots
 
     def nearest(
