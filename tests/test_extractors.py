@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from extractors import HierarchyLinkExtractor, HtmlInput, HtmlLinkExtractor
+from extractors.batching import padded_batches
+from graphstore.errors import InvalidInputError
 from graphstore.links import Link
 
 upstream = pytest.importorskip("langchain_community.graph_vectorstores.extractors")
@@ -75,3 +77,13 @@ def test_extractors_plug_into_langchain_link_extractor_transformer():
         [Document(PAGE, metadata={"url": "https://site.org/docs/page.html"})]
     )
     assert Link.outgoing("hyperlink", "https://site.org/docs/other.html") in doc.metadata["links"]
+
+
+def test_padded_batches_group_similar_lengths_within_the_budget():
+    lengths = [5, 100, 1, 30, 30, 7, 600]
+    # shortest first; a batch closes at 3 items or when size x longest would pass 64;
+    # inputs longer than the budget go alone
+    assert padded_batches(lengths, budget=64, max_size=3) == [[2, 0, 5], [3, 4], [1], [6]]
+    assert padded_batches([], budget=64, max_size=3) == []
+    with pytest.raises(InvalidInputError):
+        padded_batches(lengths, budget=0, max_size=3)

@@ -263,8 +263,11 @@ LABELS = ["person", "place"]
 
 
 @pytest.mark.models
-def test_gliner_batch_equals_one_at_a_time(tiny_gliner, hotpot):
-    extractor = GlinerLinkExtractor(LABELS, model=tiny_gliner, threshold=0.0, batch_size=3)
+@pytest.mark.parametrize(("batch_size", "batch_words"), [(3, 10**6), (32, 200)])
+def test_gliner_batch_equals_one_at_a_time(tiny_gliner, hotpot, batch_size, batch_words):
+    extractor = GlinerLinkExtractor(
+        LABELS, model=tiny_gliner, threshold=0.0, batch_size=batch_size, batch_words=batch_words
+    )
     texts = [*list(hotpot.values())[:6], ""]
     many = extractor.extract_many(iter(texts))
     assert many == [extractor.extract_one(text) for text in texts]
@@ -329,6 +332,8 @@ def test_gliner_rejects_bad_arguments():
         GlinerLinkExtractor("person")
     with pytest.raises(InvalidInputError):
         GlinerLinkExtractor(["person"], threshold=1.5)
+    with pytest.raises(InvalidInputError, match="batch_words"):
+        GlinerLinkExtractor(["person"], batch_words=0)
 
 
 # --- mentions ------------------------------------------------------------------------------
