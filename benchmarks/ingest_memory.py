@@ -4,7 +4,9 @@ Folders of one text file per passage (HotpotQA and 2Wiki passages, repeated unde
 names to reach the larger sizes) are ingested by `graphstore ingest` with mention links
 (the corpus titles as the names file) into a fresh embedded store, each in its own
 process.  The child's peak resident set size comes from `os.wait4`; the ingest embeds with
-the offline all-MiniLM-L6-v2, so the time is mostly embedding.
+the offline all-MiniLM-L6-v2, so the time is mostly embedding.  A second child reads the
+same folder in the same batches and only embeds them: the model's own memory, so the
+difference is what linking and storing add.
 
     python -m benchmarks.ingest_memory [--quick]
 
@@ -25,8 +27,19 @@ from benchmarks import data
 from benchmarks.common import Stopwatch, figure, parse_args, print_table, write_json
 
 NAME = "ingest_memory"
-FULL = (1_000, 2_000, 4_000, 8_000)
+FULL = (1_000, 3_000, 8_000)
 QUICK = (100, 200)
+EMBED_ONLY = """
+import sys
+from pathlib import Path
+from graphstore.embeddings import load_embeddings
+from graphstore.ingest import batches, discover, read_all
+model = load_embeddings("minilm")
+for batch in batches(read_all(discover([Path(sys.argv[1])]), 1000), 256):
+    model.embed_documents([passage.text for passage in batch])
+"""
+"""The ingest's reading, batching (its defaults: 1,000 characters, 256 passages) and
+embedding, without links or a store."""
 
 
 def write_folder(folder: Path, passages: Sequence[data.Passage], size: int) -> None:
@@ -36,28 +49,34 @@ def write_folder(folder: Path, passages: Sequence[data.Passage], size: int) -> N
         (folder / f"{i:06d}.txt").write_text(passages[i % len(passages)].text, encoding="utf-8")
 
 
-def ingest(folder: Path, names: Path, store: Path) -> dict[str, float]:
-    """Run the CLI ingest in a child process; its wall seconds and peak RSS."""
-    command = [
-        sys.executable,
-        "-m",
-        "graphstore.cli",
-        "--store",
-        str(store),
-        "ingest",
-        str(folder),
-        "--links",
-        "mentions",
-        "--names",
-        str(names),
-    ]
+def peak_rss(command: list[str]) -> dict[str, float]:
+    """Run `command` in a child process; its wall seconds and peak RSS."""
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     with Stopwatch() as watch:
         child = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL)
         _, status, usage = os.wait4(child.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"ingest of {folder} failed: {' '.join(command)}")
+        raise RuntimeError(f"failed: {' '.join(command)}")
     return {"seconds": watch.seconds, "peak_rss_mib": usage.ru_maxrss / 1024}
+
+
+def ingest(folder: Path, names: Path, store: Path) -> dict[str, float]:
+    """`graphstore ingest` of `folder` with mention links into a fresh embedded store."""
+    return peak_rss(
+        [
+            sys.executable,
+            "-m",
+            "graphstore.cli",
+            "--store",
+            str(store),
+            "ingest",
+            str(folder),
+            "--links",
+            "mentions",
+            "--names",
+            str(names),
+        ]
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -75,18 +94,45 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             folder = root / f"folder-{size}"
             write_folder(folder, passages, size)
             measured = ingest(folder, names, root / f"store-{size}.db")
-            speed = size / measured["seconds"]
-            rows.append({"passages": size, **measured, "passages_per_s": speed})
+            embedding = peak_rss([sys.executable, "-c", EMBED_ONLY, str(folder)])
+            rows.append(
+                {
+                    "passages": size,
+                    **measured,
+                    "passages_per_s": size / measured["seconds"],
+                    "embed_only_peak_rss_mib": embedding["peak_rss_mib"],
+                    "added_by_links_and_store_mib": measured["peak_rss_mib"]
+                    - embedding["peak_rss_mib"],
+                }
+            )
     print_table(
-        "CLI ingest of a folder (embedded store, mention links, MiniLM)",
-        ["passages", "seconds", "passages/s", "peak RSS MiB"],
-        [[r["passages"], r["seconds"], r["passages_per_s"], r["peak_rss_mib"]] for r in rows],
+        "CLI ingest of a folder (embedded store, mention links, MiniLM): peak RSS",
+        ["passages", "seconds", "passages/s", "ingest MiB", "embedding only MiB", "difference"],
+        [
+            [
+                r["passages"],
+                r["seconds"],
+                r["passages_per_s"],
+                r["peak_rss_mib"],
+                r["embed_only_peak_rss_mib"],
+                r["added_by_links_and_store_mib"],
+            ]
+            for r in rows
+        ],
     )
     growth = rows[-1]["peak_rss_mib"] / rows[0]["peak_rss_mib"]
     print(f"peak RSS at {rows[-1]['passages']} / at {rows[0]['passages']} passages: {growth:.2f}")
     write_json(NAME, args, {"names": "corpus titles", "runs": rows, "rss_growth": growth})
     with figure(NAME, args) as (axes,):
-        axes.plot([r["passages"] for r in rows], [r["peak_rss_mib"] for r in rows], marker="o")
+        counts = [r["passages"] for r in rows]
+        axes.plot(counts, [r["peak_rss_mib"] for r in rows], marker="o", label="ingest")
+        axes.plot(
+            counts,
+            [r["embed_only_peak_rss_mib"] for r in rows],
+            marker="o",
+            label="embedding only",
+        )
+        axes.legend()
         axes.set(
             title="graphstore ingest: peak memory",
             xlabel="passages in the folder",
