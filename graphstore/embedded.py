@@ -7,6 +7,13 @@ the set of node slots (a tag's posting list).  In one process a tag row's denorm
 embedding would be a second copy of the same bytes, so the posting list points at the
 node's row of the matrix instead; the read path is the same as Cassandra's: one lookup per
 tag, no node reads.  ``path=":memory:"`` gives the same store without a file, for tests.
+
+On disk the tag rows are keyed by node, not by tag: the posting lists are rebuilt in memory
+when the store opens, so the file is only ever read by node (re-writes, deletes, `check`),
+and a node's rows land on one page.  Keyed by tag, as files from earlier versions have them
+(they still work: every statement here reads by node or scans), each row went to a random
+page of a growing B-tree: over a 12k-passage load the WAL pages written per tag row rose
+from 0.33 to 1.24, and the time per passage with them.
 """
 
 from __future__ import annotations
@@ -42,9 +49,8 @@ CREATE TABLE IF NOT EXISTS tags (
     kind TEXT NOT NULL,
     tag TEXT NOT NULL,
     node_id TEXT NOT NULL,
-    PRIMARY KEY (kind, tag, node_id)
+    PRIMARY KEY (node_id, kind, tag)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS tags_by_node ON tags (node_id);
 """
 
 
