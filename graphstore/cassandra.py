@@ -42,6 +42,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import RetryPolicy
 from cassandra.query import BatchStatement, BatchType, tuple_factory
 
+from graphstore import vector_codec
 from graphstore.embedded import decode_links, encode_links
 from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
 from graphstore.links import TagKey, incoming_tags, outgoing_tags
@@ -374,6 +375,9 @@ class CassandraStorage(Storage):
 
     - Every value is bound to a prepared statement (prepared once, cached); only the
       validated keyspace and table names are formatted into CQL text.
+    - Float vectors are encoded and decoded with NumPy (`vector_codec`, installed when a
+      storage is created): the driver's per-element codec made decoding most of a
+      traversal's time.
     - Queries run with a clone of the session's default execution profile: tuple rows,
       LOCAL_QUORUM (read-your-writes within a data centre), `timeout` seconds per request,
       and `IdempotentRetryPolicy` (up to `max_retries` retries, idempotent statements only;
@@ -404,6 +408,7 @@ class CassandraStorage(Storage):
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_RETRIES,
     ) -> None:
+        vector_codec.install()
         self.keyspace = identifier("keyspace", keyspace)
         self.table = identifier("table", table)
         self.session = session
@@ -644,7 +649,7 @@ class CassandraStorage(Storage):
         old = await self._run(SELECT_LINKS, (node.id,))
         stale = incoming_tags(decode_links(old[0][0])) if old else frozenset()
         current = incoming_tags(node.links)
-        vector = stored.embedding.astype(np.float32).tolist()
+        vector = stored.embedding.astype(np.float32)
         outgoing = sorted(outgoing_tags(node.links))
         terms = sorted(filter_terms(node.metadata))
         delete_tag = await self._prepared(self._cql(DELETE_TAG))
@@ -708,7 +713,7 @@ class CassandraStorage(Storage):
     ) -> list[ScoredNode]:
         if self._dimension is None or k <= 0:
             return []
-        query = vector.astype(np.float32).tolist()
+        query = vector.astype(np.float32)
         terms = sorted(filter_terms)
         template = self._cql(SEARCH_NODES, len(terms), prefix=" WHERE ")
         rows = await self._execute(await self._prepared(template), (query, *terms, query, k))
@@ -721,7 +726,7 @@ class CassandraStorage(Storage):
     ) -> list[TagHit]:
         if self._dimension is None or k <= 0:
             return []
-        query = vector.astype(np.float32).tolist()
+        query = vector.astype(np.float32)
         terms = sorted(filter_terms)
         kind, name = tag
         rows = await self._run(SEARCH_TAG, (query, kind, name, *terms, query, k), len(terms))

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import struct
 import uuid
 from collections.abc import AsyncIterator
 
+import numpy as np
 import pytest
+from cassandra.cqltypes import lookup_casstype
 from cassandra.query import BatchStatement
 from conftest import cassandra_contact
 
-from graphstore import GraphStore, Link, Node
+from graphstore import GraphStore, Link, Node, vector_codec
 from graphstore.cassandra import CassandraStorage, parse_url
 from graphstore.errors import InvalidInputError
 from graphstore.metadata import required_terms
@@ -106,6 +109,25 @@ async def test_a_retried_write_never_duplicates_or_resurrects_a_tag_row(storage,
     else:
         assert ("kw", "a", "n") in rows
         assert stored.node.text == "first"
+
+
+def test_the_numpy_vector_codec_encodes_and_decodes_as_the_protocol_says():
+    vector_codec.install()
+    float5 = lookup_casstype(
+        "org.apache.cassandra.db.marshal.VectorType(org.apache.cassandra.db.marshal.FloatType, 5)"
+    )
+    values = np.array([0.1, -2.5, 3.0e38, 1.0e-45, 0.0], dtype=np.float32)
+    encoded = float5.serialize(values, 4)
+    assert encoded == struct.pack(">5f", *values.tolist())
+    decoded = float5.deserialize(encoded, 4)
+    assert decoded == list(struct.unpack(">5f", encoded))
+    assert all(type(x) is float for x in decoded)
+    # anything but a float32 array of the right size is the driver's business, errors too
+    assert float5.serialize([1.0, 2.0, 3.0, 4.0, 5.0], 4) == struct.pack(">5f", 1, 2, 3, 4, 5)
+    with pytest.raises(ValueError, match="Expected sequence of size 5"):
+        float5.serialize(np.zeros(3, dtype=np.float32), 4)
+    with pytest.raises(struct.error):
+        float5.serialize(["a"] * 5, 4)
 
 
 BAD_NAMES = [
