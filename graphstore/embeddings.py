@@ -27,8 +27,9 @@ class LocalEmbeddings(Embeddings):
     LangChain's default async path hands each call to the event loop's thread pool, so a
     model ends up allocating in several threads, each with its own malloc arena that keeps
     the blocks it freed: measured (`benchmarks/ingest_memory.py`), an 8,000-passage ingest
-    peaked 650 MiB above the same embedding done on one thread.  One thread keeps one
-    arena; the calls use every core anyway, so running them one at a time costs nothing.
+    peaked 650 MiB above the same embedding done on one thread; on the model's own thread,
+    52 MiB.  One thread keeps one arena; the calls use every core anyway, so running them
+    one at a time costs nothing.
     """
 
     _thread: ThreadPoolExecutor | None = None
