@@ -33,13 +33,14 @@ EMBED_ONLY = """
 import sys
 from pathlib import Path
 from graphstore.embeddings import load_embeddings
-from graphstore.ingest import batches, discover, read_all
+from graphstore.ingest import BATCH_SIZE, batches, discover, read_all
+from graphstore.splitting import MAX_CHARS
 model = load_embeddings("minilm")
-for batch in batches(read_all(discover([Path(sys.argv[1])]), 1000), 256):
+for batch in batches(read_all(discover([Path(sys.argv[1])]), MAX_CHARS), BATCH_SIZE):
     model.embed_documents([passage.text for passage in batch])
 """
-"""The ingest's reading, batching (its defaults: 1,000 characters, 256 passages) and
-embedding, without links or a store."""
+"""The ingest's reading, batching and embedding, with its defaults, without links or a
+store."""
 
 
 def write_folder(folder: Path, passages: Sequence[data.Passage], size: int) -> None:

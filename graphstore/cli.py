@@ -15,11 +15,17 @@ from pathlib import Path
 
 from extractors.frequency import TagFrequencyFilter
 from graphstore.errors import GraphStoreError, InvalidInputError
-from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, ingest, text_linker
+from graphstore.ingest import (
+    PassageLinker,
+    hierarchy_linker,
+    hyperlink_linker,
+    ingest,
+    text_linker,
+)
 from graphstore.location import STORE_ENV, open_storage, store_location
 from graphstore.nodes import Hit
 from graphstore.prompt import DEFAULT_TEMPLATE, awriter_context
-from graphstore.splitting import read_text
+from graphstore.splitting import MAX_CHARS, read_text
 from graphstore.store import GraphStore
 
 LINK_CHOICES = (
@@ -59,7 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument(
         "--max-tag-df", type=float, help="drop tags carried by more than this share of passages"
     )
-    add.add_argument("--max-chars", type=int, default=1000, help="largest passage, in characters")
+    add.add_argument(
+        "--max-chars", type=int, default=MAX_CHARS, help="largest passage, in characters"
+    )
 
     search = commands.add_parser("search", help="similarity, traversal or MMR-traversal search")
     search.add_argument("query")

@@ -18,11 +18,14 @@ from extractors.html_links import HtmlInput, HtmlLinkExtractor
 from graphstore.errors import InvalidInputError
 from graphstore.links import Link
 from graphstore.nodes import Node
-from graphstore.splitting import SUFFIXES, Passage, split_file
+from graphstore.splitting import MAX_CHARS, SUFFIXES, Passage, split_file
 from graphstore.store import GraphStore
 
 PassageLinker = Callable[[Sequence[Passage]], list[set[Link]]]
 """Links for a batch of passages, one set per passage."""
+
+BATCH_SIZE = 256
+"""Passages linked, embedded and written together: the unit of an ingest's memory."""
 
 
 def discover(paths: Iterable[Path]) -> list[tuple[Path, str]]:
@@ -129,8 +132,8 @@ async def ingest(
     *,
     linkers: Sequence[PassageLinker],
     tag_filter: TagFrequencyFilter | None = None,
-    max_chars: int = 1000,
-    batch_size: int = 256,
+    max_chars: int = MAX_CHARS,
+    batch_size: int = BATCH_SIZE,
     on_plan: Callable[[int], None] | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> IngestReport:

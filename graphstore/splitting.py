@@ -15,6 +15,9 @@ from bs4 import BeautifulSoup, Tag
 
 from graphstore.errors import InvalidInputError
 
+MAX_CHARS = 1000
+"""The longest passage the splitters make, in characters, unless told otherwise."""
+
 SUFFIXES = {
     ".txt": "text",
     ".md": "markdown",
@@ -197,7 +200,7 @@ def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
 SPLITTERS = {"text": split_text, "markdown": split_markdown, "html": split_html}
 
 
-def split_file(path: Path, source: str, max_chars: int = 1000) -> list[Passage]:
+def split_file(path: Path, source: str, max_chars: int = MAX_CHARS) -> list[Passage]:
     """The passages of one file, by its suffix."""
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
