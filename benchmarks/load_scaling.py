@@ -67,8 +67,9 @@ FULL = Sizes(base=136, rounds=6, curve_total=10_000, curve_chunks=10, repetition
 QUICK = Sizes(base=24, rounds=3, curve_total=300, curve_chunks=3, repetitions=1)
 CASSANDRA = Sizes(base=136, rounds=6, curve_total=10_000, curve_chunks=10, repetitions=3)
 WORST_CASE_BASELINE_REPETITIONS = 1
-"""The worst-case baseline runs once: on Cassandra it writes 665k edge rows per run (about
-ten minutes on 2 cores), and its growth (an order of magnitude) dwarfs run-to-run noise."""
+"""The worst-case baseline runs once: on Cassandra it writes 665k edge rows per run (over
+three minutes on a quiet 2-core machine), and its growth (an order of magnitude) dwarfs
+run-to-run noise."""
 
 
 @dataclass
