@@ -24,6 +24,7 @@ from graphstore.links import Link
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 HOTPOT = DATA / "hotpotqa"
+WIKI_DEV = DATA / "2wikimultihopqa"
 WIKI = DATA / "graph-rag" / "para_with_hyperlink_short.jsonl"
 KEYWORDS_TOP_N = 5
 
@@ -48,10 +49,9 @@ def hotpot_passages() -> list[Passage]:
     return [Passage(title, "".join(sentences).strip()) for title, sentences in corpus.items()]
 
 
-def hotpot_questions() -> list[dict[str, Any]]:
-    """The 100 questions: `question`, `type`, `gold` (the supporting titles) and `context`
-    (the titles of its ten passages)."""
-    questions = json.loads((HOTPOT / "hotpotqa_train.json").read_text())
+def _questions(path: Path) -> list[dict[str, Any]]:
+    """Questions with `question`, `type`, `gold` (the supporting titles) and `context` (the
+    titles of the passages the question came with)."""
     return [
         {
             "question": q["question"],
@@ -59,8 +59,24 @@ def hotpot_questions() -> list[dict[str, Any]]:
             "gold": sorted({title for title, _ in q["supporting_facts"]}),
             "context": [title for title, _ in q["context"]],
         }
-        for q in questions
+        for q in json.loads(path.read_text())
     ]
+
+
+def hotpot_questions() -> list[dict[str, Any]]:
+    """The 100 HotpotQA train questions (2 gold titles each)."""
+    return _questions(HOTPOT / "hotpotqa_train.json")
+
+
+def wiki_dev_passages() -> list[Passage]:
+    """The 7,005 passages of the 2WikiMultihopQA dev corpus, in file order."""
+    corpus = json.loads((WIKI_DEV / "2wikimultihopqa_dev_corpus.json").read_text())
+    return [Passage(row["title"], row["text"].strip()) for row in corpus]
+
+
+def wiki_dev_questions() -> list[dict[str, Any]]:
+    """The 721 2WikiMultihopQA dev questions (2 or 4 gold titles each)."""
+    return _questions(WIKI_DEV / "2wikimultihopqa_dev.json")
 
 
 def wiki_passages() -> list[Passage]:

@@ -86,6 +86,7 @@ SEARCH_TAG = (
     "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?) FROM {tags} "
     "WHERE kind = ? AND tag = ?{where} ORDER BY embedding ANN OF ? LIMIT ?"
 )
+COUNT_TAG = "SELECT COUNT(*) FROM {tags} WHERE kind = ? AND tag = ?"
 SCAN_NODES = "SELECT node_id, links, outgoing, filter_terms FROM {nodes}"
 SCAN_TAGS = "SELECT kind, tag, node_id, outgoing, filter_terms FROM {tags}"
 SCAN_TAG_KEYS = "SELECT kind, tag FROM {tags}"
@@ -735,6 +736,13 @@ class CassandraStorage(Storage):
             for node_id, embedding, outgoing, score in rows
         ]
         return sorted(hits, key=lambda hit: -hit.similarity)
+
+    async def tag_sizes(self, tags: Sequence[TagKey]) -> dict[TagKey, int]:
+        """One count per tag partition, concurrently."""
+        if self._dimension is None:
+            return dict.fromkeys(tags, 0)
+        pages = await asyncio.gather(*(self._run(COUNT_TAG, tag) for tag in tags))
+        return {tag: int(rows[0][0]) for tag, rows in zip(tags, pages, strict=True)}
 
     async def stats(self, top_tags: int = 20) -> StoreStats:
         """Counts by full scans of both tables (see the class docstring)."""

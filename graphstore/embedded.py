@@ -296,14 +296,34 @@ class EmbeddedStorage(Storage):
     async def search_tag(
         self, tag: TagKey, vector: Vector, k: int, filter_terms: frozenset[str]
     ) -> list[TagHit]:
+        return (await self.search_tags([tag], vector, k, filter_terms))[0]
+
+    async def search_tags(
+        self,
+        tags: Sequence[TagKey],
+        vector: Vector,
+        k: int,
+        filter_terms: frozenset[str],
+        concurrency: int = 16,
+    ) -> list[list[TagHit]]:
         with self._lock:
             index = self._index
             return [
-                TagHit(
-                    index.ids[slot] or "", index.matrix[slot].copy(), index.outgoing[slot], score
-                )
-                for slot, score in index.nearest(vector, k, tag, filter_terms)
+                [
+                    TagHit(
+                        index.ids[slot] or "",
+                        index.matrix[slot].copy(),
+                        index.outgoing[slot],
+                        score,
+                    )
+                    for slot, score in index.nearest(vector, k, tag, filter_terms)
+                ]
+                for tag in tags
             ]
+
+    async def tag_sizes(self, tags: Sequence[TagKey]) -> dict[TagKey, int]:
+        with self._lock:
+            return {tag: len(self._index.postings.get(tag, ())) for tag in tags}
 
     async def stats(self, top_tags: int = 20) -> StoreStats:
         with self._lock:

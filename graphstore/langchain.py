@@ -5,9 +5,13 @@ removal in langchain-community 0.5); the store itself does not depend on it.  Di
 from upstream, on purpose: `ids=` is honoured by `add_documents`/`add_texts`, `filter` by
 every search (MMR included), `similarity_score_threshold` works, sync methods work inside a
 running event loop, and documents round-trip exactly: plain searches add no metadata keys and
-`links` appears only on documents that have links.  Traversal results add
-`similarity_score`, `mmr_score` (MMR traversal), `depth` and `via` (the `(kind, tag)` that
-led to the document, None for roots).
+`links` appears only on documents that have links.  Graph search results add
+`similarity_score`, `score` (the path-aware relevance they were ranked by), `mmr_score`,
+`depth`, `via` (the `(kind, tag)` that led to the document, None for roots) and `path`, but
+never over a key the document itself has: a document's own metadata always wins.
+
+The extra search type `graph` is `GraphStore.search`, the default graph search, and the
+retriever's default.
 """
 
 from __future__ import annotations
@@ -32,9 +36,16 @@ from graphstore.errors import InvalidInputError
 from graphstore.links import as_links
 from graphstore.nodes import Hit, Node
 from graphstore.storage import Storage
-from graphstore.store import GraphStore, run_sync
+from graphstore.store import GraphStore, Query, run_sync
 
-SEARCH_TYPES = ("similarity", "similarity_score_threshold", "mmr", "traversal", "mmr_traversal")
+SEARCH_TYPES = (
+    "graph",
+    "similarity",
+    "similarity_score_threshold",
+    "mmr",
+    "traversal",
+    "mmr_traversal",
+)
 
 
 def document_to_node(document: Document, node_id: str | None = None) -> Node:
@@ -47,19 +58,26 @@ def document_to_node(document: Document, node_id: str | None = None) -> Node:
 
 
 def node_to_document(node: Node, extra: dict[str, Any] | None = None) -> Document:
-    """A node as a LangChain document with LangChain `Link`s; `extra` adds metadata keys."""
+    """A node as a LangChain document with LangChain `Link`s; `extra` adds metadata keys the
+    node's own metadata does not have."""
     metadata = dict(node.metadata)
     if node.links:
         metadata[METADATA_LINKS_KEY] = [
             LangChainLink(kind=link.kind, direction=link.direction, tag=link.tag)
             for link in sorted(node.links)
         ]
-    return Document(id=node.id, page_content=node.text, metadata=metadata | (extra or {}))
+    return Document(id=node.id, page_content=node.text, metadata=(extra or {}) | metadata)
 
 
 def hit_to_document(hit: Hit) -> Document:
-    """A traversal hit as a document that says how it was reached."""
-    extra: dict[str, Any] = {"similarity_score": hit.similarity, "depth": hit.depth, "via": hit.via}
+    """A graph search hit as a document that says how it was reached."""
+    extra: dict[str, Any] = {
+        "similarity_score": hit.similarity,
+        "score": hit.score,
+        "depth": hit.depth,
+        "via": hit.via,
+        "path": list(hit.path),
+    }
     if hit.mmr_score is not None:
         extra["mmr_score"] = hit.mmr_score
     return node_to_document(hit.node, extra)
@@ -200,6 +218,16 @@ class GraphStoreVectorStore(GraphVectorStore):
         **kwargs: Any,
     ) -> list[Document]:
         """MMR over the `fetch_k` nearest documents (no traversal), honouring `filter`."""
+        return await self._ammr(query, k, fetch_k, lambda_mult, filter)
+
+    async def _ammr(
+        self,
+        query: Query,
+        k: int,
+        fetch_k: int,
+        lambda_mult: float,
+        filter: dict[str, Any] | None,
+    ) -> list[Document]:
         hits = await self.store.ammr_traversal_search(
             query, k=k, depth=0, fetch_k=fetch_k, lambda_mult=lambda_mult, filter=filter
         )
@@ -217,7 +245,59 @@ class GraphStoreVectorStore(GraphVectorStore):
         """Sync twin of `amax_marginal_relevance_search`."""
         return run_sync(self.amax_marginal_relevance_search(query, k, fetch_k, lambda_mult, filter))
 
-    # -- traversal -----------------------------------------------------------------------
+    async def amax_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """`amax_marginal_relevance_search` with the query's embedding."""
+        return await self._ammr(embedding, k, fetch_k, lambda_mult, filter)
+
+    def max_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Sync twin of `amax_marginal_relevance_search_by_vector`."""
+        return run_sync(
+            self.amax_marginal_relevance_search_by_vector(
+                embedding, k, fetch_k, lambda_mult, filter
+            )
+        )
+
+    # -- graph searches ------------------------------------------------------------------
+
+    async def agraph_search(
+        self, query: str, *, k: int = 5, filter: dict[str, Any] | None = None, **options: Any
+    ) -> list[Document]:
+        """The default graph search (`GraphStore.search`): `k` documents by path-aware
+        relevance, each saying how it was reached."""
+        hits = await self.store.asearch(query, k=k, filter=filter, **options)
+        return [hit_to_document(hit) for hit in hits]
+
+    def graph_search(self, query: str, **options: Any) -> list[Document]:
+        """Sync twin of `agraph_search` (same keyword arguments)."""
+        return run_sync(self.agraph_search(query, **options))
+
+    def search(self, query: str, search_type: str, **kwargs: Any) -> list[Document]:
+        """Any search type; `graph` is the default graph search."""
+        if search_type == "graph":
+            return self.graph_search(query, **kwargs)
+        return super().search(query, search_type, **kwargs)
+
+    async def asearch(self, query: str, search_type: str, **kwargs: Any) -> list[Document]:
+        """Async twin of `search`."""
+        if search_type == "graph":
+            return await self.agraph_search(query, **kwargs)
+        return await super().asearch(query, search_type, **kwargs)
 
     async def atraversal_search(
         self,
@@ -273,7 +353,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         return run_sync(_collect(self.ammr_traversal_search(query, **kwargs)))
 
     def as_retriever(self, **kwargs: Any) -> GraphStoreRetriever:
-        """A retriever for any of the five search types (`search_type=`, `search_kwargs=`)."""
+        """A retriever for any search type (`search_type=`, default `graph`; `search_kwargs=`)."""
         return GraphStoreRetriever(vectorstore=self, **kwargs)
 
     # -- construction --------------------------------------------------------------------
@@ -348,6 +428,8 @@ class GraphStoreRetriever(GraphVectorStoreRetriever):
     """Number of documents to return; overrides `search_kwargs["k"]` when set."""
 
     allowed_search_types: ClassVar[Sequence[str]] = SEARCH_TYPES
+    search_type: str = "graph"
+    """`graph` (the default graph search), or any of LangChain's graph store search types."""
 
     def _search_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         merged = dict(self.search_kwargs)

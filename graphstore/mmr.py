@@ -1,6 +1,10 @@
 """Maximal marginal relevance over a candidate pool that grows while selecting.
 
-score(c) = λ · sim(c, query) − (1 − λ) · max_{s ∈ selected} sim(c, s)
+score(c) = λ · rel(c) − (1 − λ) · max_{s ∈ selected} sim(c, s)
+
+rel(c) is the candidate's relevance: its similarity to the query unless the caller gives
+another (the traversal gives a path-aware one, `graphstore.relevance`), and it may be raised
+later when a better path to the candidate is found.
 
 Both terms keep their weights for the whole search.  (LangChain's `MmrHelper` weights the
 redundancy by 1 − λ when a candidate is added but overwrites it with the raw similarity
@@ -19,10 +23,12 @@ from graphstore.nodes import Vector
 
 @dataclass(frozen=True)
 class Selection:
-    """A selected candidate with its similarity to the query and its MMR score when chosen."""
+    """A candidate with its similarity to the query, its relevance and its MMR score (when
+    selected: the score it was chosen with; otherwise its score at the end)."""
 
     id: str
     similarity: float
+    relevance: float
     mmr_score: float
 
 
@@ -39,6 +45,7 @@ class MmrSelector:
         self._position: dict[str, int] = {}
         self._embeddings = np.zeros((0, query.size), dtype=np.float32)
         self._similarity = np.zeros(0, dtype=np.float32)
+        self._relevance = np.zeros(0, dtype=np.float32)
         self._redundancy = np.zeros(0, dtype=np.float32)
         self._open = np.zeros(0, dtype=bool)
         self._selected: list[Vector] = []
@@ -52,12 +59,19 @@ class MmrSelector:
         """Candidates still waiting to be selected."""
         return int(self._open.sum())
 
-    def add(self, ids: list[str], embeddings: NDArray[np.float32]) -> None:
-        """Add unit-embedding candidates; ids already known are ignored."""
+    def add(
+        self,
+        ids: list[str],
+        embeddings: NDArray[np.float32],
+        relevance: NDArray[np.float32] | None = None,
+    ) -> None:
+        """Add unit-embedding candidates (relevance: their similarity unless given); ids
+        already known are ignored."""
         fresh = [i for i, node_id in enumerate(ids) if node_id not in self._position]
         if not fresh:
             return
         new = embeddings[fresh].astype(np.float32)
+        similarity = new @ self.query
         for offset, i in enumerate(fresh):
             self._position[ids[i]] = len(self._ids) + offset
         self._ids.extend(ids[i] for i in fresh)
@@ -67,16 +81,44 @@ class MmrSelector:
             else np.full(len(fresh), -np.inf, dtype=np.float32)
         )
         self._embeddings = np.concatenate([self._embeddings, new])
-        self._similarity = np.concatenate([self._similarity, new @ self.query])
+        self._similarity = np.concatenate([self._similarity, similarity])
+        given = similarity if relevance is None else relevance[fresh].astype(np.float32)
+        self._relevance = np.concatenate([self._relevance, given])
         self._redundancy = np.concatenate([self._redundancy, redundancy])
         self._open = np.concatenate([self._open, np.ones(len(fresh), dtype=bool)])
 
-    def scores(self) -> NDArray[np.float32]:
-        """The current MMR score of every candidate (closed ones are -inf)."""
+    def raise_relevance(self, node_id: str, relevance: float) -> None:
+        """Raise a known candidate's relevance (a better path to it was found)."""
+        position = self._position[node_id]
+        self._relevance[position] = max(self._relevance[position], relevance)
+
+    def relevance(self, node_id: str) -> float:
+        """A known candidate's current relevance."""
+        return float(self._relevance[self._position[node_id]])
+
+    def _weighted(self) -> NDArray[np.float32]:
         # Before the first selection nothing is redundant (the -inf placeholder means "none").
         redundancy = self._redundancy if self._selected else 0.0
-        weighted = self.lambda_mult * self._similarity - (1.0 - self.lambda_mult) * redundancy
-        return np.where(self._open, weighted, -np.inf).astype(np.float32)
+        weighted = self.lambda_mult * self._relevance - (1.0 - self.lambda_mult) * redundancy
+        return np.asarray(weighted, dtype=np.float32)
+
+    def scores(self) -> NDArray[np.float32]:
+        """The current MMR score of every candidate (closed ones are -inf)."""
+        return np.where(self._open, self._weighted(), -np.inf).astype(np.float32)
+
+    def unselected(self) -> list[Selection]:
+        """The candidates never selected, with their current scores, best first."""
+        weighted = self._weighted()
+        rows = [
+            Selection(
+                self._ids[i],
+                float(self._similarity[i]),
+                float(self._relevance[i]),
+                float(weighted[i]),
+            )
+            for i in np.flatnonzero(self._open)
+        ]
+        return sorted(rows, key=lambda row: (-row.mmr_score, row.id))
 
     def pop_best(self) -> Selection | None:
         """Select the best open candidate, or None when none reaches the threshold."""
@@ -90,4 +132,9 @@ class MmrSelector:
         chosen = self._embeddings[best]
         self._selected.append(chosen)
         self._redundancy = np.maximum(self._redundancy, self._embeddings @ chosen)
-        return Selection(self._ids[best], float(self._similarity[best]), float(scores[best]))
+        return Selection(
+            self._ids[best],
+            float(self._similarity[best]),
+            float(self._relevance[best]),
+            float(scores[best]),
+        )

@@ -51,8 +51,11 @@ class TagHit:
 class Hit:
     """A search result and how it was reached.
 
-    `depth` is the number of tag hops from a root (0 for roots), `via` the `(kind, tag)` that
-    led to the node (None for roots), `mmr_score` the MMR score when the node was selected.
+    `similarity` is the cosine to the query; `score` the relevance the search ranked by
+    (the similarity for plain searches; path-aware for graph searches, see
+    `graphstore.relevance`).  `depth` is the number of tag hops from a root (0 for roots),
+    `path` the `(kind, tag)` pairs followed from the root and `via` the last of them (None for
+    roots), `mmr_score` the MMR score when the node was selected.
     """
 
     node: Node
@@ -60,6 +63,21 @@ class Hit:
     depth: int = 0
     via: TagKey | None = None
     mmr_score: float | None = None
+    score: float | None = None
+    path: tuple[TagKey, ...] = ()
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A passage a graph search considered and did not return, with its scores (for
+    `debug=True`: why it lost)."""
+
+    id: str
+    similarity: float
+    score: float
+    mmr_score: float
+    depth: int
+    path: tuple[TagKey, ...]
 
 
 def unit(vector: Any, dimension: int | None = None) -> Vector:

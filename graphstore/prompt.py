@@ -19,7 +19,8 @@ from langchain_core.runnables import RunnableLambda
 
 from graphstore.errors import InvalidInputError
 from graphstore.nodes import Hit
-from graphstore.store import GraphStore, check_count, run_sync
+from graphstore.store import GraphStore, run_sync
+from graphstore.strategy import check_count
 
 TokenCounter = Callable[[str], int]
 

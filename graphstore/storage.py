@@ -8,6 +8,7 @@ under this tag" from the tag's own rows.  No edge between two nodes is ever stor
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,32 @@ class Storage(ABC):
         self, tag: TagKey, vector: Vector, k: int, filter_terms: frozenset[str]
     ) -> list[TagHit]:
         """The `k` nodes linking in to `tag` nearest to `vector`, read from the tag's rows."""
+
+    async def search_tags(
+        self,
+        tags: Sequence[TagKey],
+        vector: Vector,
+        k: int,
+        filter_terms: frozenset[str],
+        concurrency: int = 16,
+    ) -> list[list[TagHit]]:
+        """`search_tag` for each of `tags` (in order), at most `concurrency` at once.
+
+        One traversal step asks for all its tags together; a backend that can answer them
+        in one pass (the embedded one) overrides this.
+        """
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(tag: TagKey) -> list[TagHit]:
+            async with gate:
+                return await self.search_tag(tag, vector, k, filter_terms)
+
+        return list(await asyncio.gather(*(one(tag) for tag in tags)))
+
+    @abstractmethod
+    async def tag_sizes(self, tags: Sequence[TagKey]) -> dict[TagKey, int]:
+        """How many nodes link in to each tag (0 for a tag no node has): how specific a
+        tag is, for path-aware relevance."""
 
     @abstractmethod
     async def stats(self, top_tags: int = 20) -> StoreStats:

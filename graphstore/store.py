@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import math
 from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -20,14 +21,15 @@ from graphstore.links import as_links
 from graphstore.metadata import Filter, check_metadata, required_terms
 from graphstore.nodes import Hit, Node, StoredNode, unit
 from graphstore.storage import ScoredNode, Storage, StoreStats
+from graphstore.strategy import DEFAULT, MAX_DEPTH, MMR_TRAVERSAL, check_count
 from graphstore.traversal import Traversal, TraversalStats
 
 T = TypeVar("T")
 
 MAX_ID_LENGTH = 512
-MAX_K = 1000
-"""Largest k anywhere: Cassandra's SAI refuses ANN queries with LIMIT above 1000."""
-MAX_DEPTH = 10
+
+Query = str | Sequence[float]
+"""What every search takes: the query text (embedded by the store's model) or its vector."""
 
 
 def run_sync(awaitable: Awaitable[T]) -> T:
@@ -42,15 +44,6 @@ def run_sync(awaitable: Awaitable[T]) -> T:
         return asyncio.run(wrapper())
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, wrapper()).result()
-
-
-def check_count(name: str, value: Any, minimum: int = 1, maximum: int = MAX_K) -> int:
-    """Validate an integer search parameter such as `k`, `depth` or `adjacent_k`."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInputError(f"{name} must be an integer, not {type(value).__name__}")
-    if not minimum <= value <= maximum:
-        raise InvalidInputError(f"{name} must be between {minimum} and {maximum}, got {value}")
-    return value
 
 
 def check_node(node: Any) -> Node:
@@ -151,126 +144,150 @@ class GraphStore:
     async def asearch_stored(
         self, vector: Sequence[float], *, k: int = 4, filter: Filter | None = None
     ) -> list[ScoredNode]:
-        """Like `asimilarity_search_by_vector`, with the stored embeddings (for adapters)."""
+        """The `k` nearest stored nodes with their embeddings (for adapters)."""
         check_count("k", k)
         terms = required_terms(filter)
         return await self.storage.search(self._unit(vector, self.storage.dimension), k, terms)
 
-    async def asimilarity_search_by_vector(
-        self, vector: Sequence[float], *, k: int = 4, filter: Filter | None = None
-    ) -> list[Hit]:
-        """The `k` nodes most similar to `vector` that pass `filter`."""
-        found = await self.asearch_stored(vector, k=k, filter=filter)
-        return [Hit(item.stored.node, item.similarity) for item in found]
-
     async def asimilarity_search(
-        self, query: str, *, k: int = 4, filter: Filter | None = None
+        self, query: Query, *, k: int = 4, filter: Filter | None = None
     ) -> list[Hit]:
-        """The `k` nodes most similar to `query` that pass `filter`."""
+        """The `k` nodes most similar to `query` (a string or a vector) that pass `filter`."""
         check_count("k", k)
-        required_terms(filter)
-        return await self.asimilarity_search_by_vector(
-            await self.aembed_query(query), k=k, filter=filter
-        )
+        terms = required_terms(filter)
+        found = await self.storage.search(await self._query_vector(query), k, terms)
+        return [Hit(item.stored.node, item.similarity, score=item.similarity) for item in found]
 
     def similarity_search(
-        self, query: str, *, k: int = 4, filter: Filter | None = None
+        self, query: Query, *, k: int = 4, filter: Filter | None = None
     ) -> list[Hit]:
         """Sync twin of `asimilarity_search`."""
         return run_sync(self.asimilarity_search(query, k=k, filter=filter))
 
+    async def asimilarity_search_by_vector(
+        self, vector: Sequence[float], *, k: int = 4, filter: Filter | None = None
+    ) -> list[Hit]:
+        """`asimilarity_search` with a vector (kept for callers that name the kind)."""
+        return await self.asimilarity_search(vector, k=k, filter=filter)
+
+    def similarity_search_by_vector(
+        self, vector: Sequence[float], *, k: int = 4, filter: Filter | None = None
+    ) -> list[Hit]:
+        """Sync twin of `asimilarity_search_by_vector`."""
+        return run_sync(self.asimilarity_search(vector, k=k, filter=filter))
+
+    async def asearch(
+        self,
+        query: Query,
+        *,
+        k: int = DEFAULT.k,
+        filter: Filter | None = None,
+        stats: TraversalStats | None = None,
+        **options: Any,
+    ) -> list[Hit]:
+        """The default graph search: `k` passages by path-aware relevance.
+
+        Roots are the nearest passages; passages linked to them inherit relevance damped by
+        how specific the shared tag is (`graphstore.relevance`).  Returns exactly `k` hits
+        unless fewer pass `filter`.  `options` override the `Strategy` settings (`fetch_k`,
+        `depth`, `adjacent_k`, `expand_k`, `lambda_mult`, `damping`, …); pass
+        `stats=TraversalStats(keep_unselected=True)` to see the candidates that lost.
+        """
+        strategy = DEFAULT.with_options(k=k, **options).checked()
+        terms = required_terms(filter)
+        return await self.traversal.search(
+            await self._query_vector(query), strategy, filter_terms=terms, stats=stats
+        )
+
+    def search(
+        self,
+        query: Query,
+        *,
+        k: int = DEFAULT.k,
+        filter: Filter | None = None,
+        stats: TraversalStats | None = None,
+        **options: Any,
+    ) -> list[Hit]:
+        """Sync twin of `asearch`."""
+        return run_sync(self.asearch(query, k=k, filter=filter, stats=stats, **options))
+
     async def atraversal_search(
         self,
-        query: str | Sequence[float],
+        query: Query,
         *,
         k: int = 4,
         depth: int = 1,
         adjacent_k: int = 10,
+        start_k: int | None = None,
         filter: Filter | None = None,
         stats: TraversalStats | None = None,
     ) -> list[Hit]:
-        """The `k` nearest nodes and every node within `depth` tag hops of them."""
+        """`k` nodes breadth-first from the `start_k` nearest (default: half of `k`, rounded
+        up) within `depth` tag hops, by depth then similarity; padded with the next-nearest
+        when fewer are reached."""
         check_count("k", k)
+        roots = check_count("start_k", math.ceil(k / 2) if start_k is None else start_k)
         check_count("depth", depth, 0, MAX_DEPTH)
         check_count("adjacent_k", adjacent_k)
         terms = required_terms(filter)
         return await self.traversal.traversal_search(
             await self._query_vector(query),
             k=k,
+            start_k=roots,
             depth=depth,
             adjacent_k=adjacent_k,
             filter_terms=terms,
             stats=stats,
         )
 
-    def traversal_search(
-        self,
-        query: str | Sequence[float],
-        *,
-        k: int = 4,
-        depth: int = 1,
-        adjacent_k: int = 10,
-        filter: Filter | None = None,
-        stats: TraversalStats | None = None,
-    ) -> list[Hit]:
-        """Sync twin of `atraversal_search`."""
-        return run_sync(
-            self.atraversal_search(
-                query, k=k, depth=depth, adjacent_k=adjacent_k, filter=filter, stats=stats
-            )
-        )
+    def traversal_search(self, query: Query, **options: Any) -> list[Hit]:
+        """Sync twin of `atraversal_search` (same keyword arguments)."""
+        return run_sync(self.atraversal_search(query, **options))
 
     async def ammr_traversal_search(
         self,
-        query: str | Sequence[float],
+        query: Query,
         *,
-        k: int = 4,
-        depth: int = 2,
-        fetch_k: int = 100,
-        adjacent_k: int = 10,
-        lambda_mult: float = 0.5,
-        score_threshold: float = float("-inf"),
+        k: int = MMR_TRAVERSAL.k,
+        depth: int = MMR_TRAVERSAL.depth,
+        fetch_k: int = MMR_TRAVERSAL.fetch_k,
+        adjacent_k: int = MMR_TRAVERSAL.adjacent_k,
+        lambda_mult: float = MMR_TRAVERSAL.lambda_mult,
+        score_threshold: float = MMR_TRAVERSAL.score_threshold,
         filter: Filter | None = None,
         initial_roots: Sequence[str] = (),
         max_candidates_per_step: int | None = None,
         stats: TraversalStats | None = None,
+        **options: Any,
     ) -> list[Hit]:
-        """MMR-select `k` nodes among the `fetch_k` nearest and nodes up to `depth` hops away.
+        """MMR-select `k` nodes among the `fetch_k` nearest and nodes up to `depth` hops away,
+        expanding each node when it is selected.
 
-        `max_candidates_per_step` caps how many new candidates one expansion adds over all
-        its tags (default: `fetch_k`, at least `adjacent_k`), on top of `adjacent_k` per tag.
+        Relevance is path-aware, as in `search`.  `max_candidates_per_step` caps how many
+        new candidates one expansion adds over all its tags (default: `fetch_k`, at least
+        `adjacent_k`), on top of `adjacent_k` per tag; `options` set other `Strategy` fields.
         """
-        if isinstance(lambda_mult, bool) or not isinstance(lambda_mult, (int, float)):
-            raise InvalidInputError("lambda_mult must be a number between 0 and 1")
-        if not 0.0 <= lambda_mult <= 1.0:
-            raise InvalidInputError(f"lambda_mult must be between 0 and 1, got {lambda_mult}")
-        if not isinstance(score_threshold, (int, float)) or np.isnan(score_threshold):
-            raise InvalidInputError("score_threshold must be a number")
-        check_count("k", k)
-        check_count("depth", depth, 0, MAX_DEPTH)
-        check_count("fetch_k", fetch_k, 0 if initial_roots else 1)
-        check_count("adjacent_k", adjacent_k)
-        cap = (
-            max(fetch_k, adjacent_k) if max_candidates_per_step is None else max_candidates_per_step
-        )
-        check_count("max_candidates_per_step", cap)
-        terms = required_terms(filter)
-        roots = self._ids(initial_roots)
-        return await self.traversal.mmr_traversal_search(
-            await self._query_vector(query),
+        strategy = MMR_TRAVERSAL.with_options(
             k=k,
             depth=depth,
             fetch_k=fetch_k,
             adjacent_k=adjacent_k,
-            lambda_mult=float(lambda_mult),
-            score_threshold=float(score_threshold),
+            lambda_mult=lambda_mult,
+            score_threshold=score_threshold,
+            max_candidates_per_step=max_candidates_per_step,
+            **options,
+        ).checked(has_initial_roots=bool(initial_roots))
+        terms = required_terms(filter)
+        roots = self._ids(initial_roots)
+        return await self.traversal.search(
+            await self._query_vector(query),
+            strategy,
             filter_terms=terms,
             initial_roots=roots,
-            max_candidates_per_step=cap,
             stats=stats,
         )
 
-    def mmr_traversal_search(self, query: str | Sequence[float], **options: Any) -> list[Hit]:
+    def mmr_traversal_search(self, query: Query, **options: Any) -> list[Hit]:
         """Sync twin of `ammr_traversal_search` (same keyword arguments)."""
         return run_sync(self.ammr_traversal_search(query, **options))
 
@@ -325,9 +342,10 @@ class GraphStore:
     async def aembed_query(self, query: str) -> list[float]:
         """The query's embedding from the store's model."""
         if not isinstance(query, str) or not query.strip():
-            raise InvalidInputError("the query must be a non-empty string")
+            raise InvalidInputError("the query must be a non-empty string or a vector")
         return await self._model().aembed_query(query)
 
-    async def _query_vector(self, query: str | Sequence[float]) -> Any:
+    async def _query_vector(self, query: Query) -> Any:
+        """A unit query vector: embedded when `query` is text, checked when it is a vector."""
         raw = await self.aembed_query(query) if isinstance(query, str) else query
         return self._unit(raw, self.storage.dimension)

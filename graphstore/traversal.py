@@ -1,40 +1,48 @@
 """The traversal engine: finds edges at query time through the `Storage` interface only.
 
-Both searches remember which `(kind, tag)` pairs they have visited, so each tag is queried
-once per search however many selected nodes link out to it, and the queries of one step run
-concurrently under a bound.  `depth` means the same in both: the largest number of tag hops
-between a root and a returned node.
+Every search remembers which `(kind, tag)` pairs it has visited, so each tag is queried
+once per search however many expanded nodes link out to it, and the tags of one expansion
+are queried in one concurrent wave.  `depth` means the same everywhere: the largest number
+of tag hops between a root and a returned node.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from graphstore.links import TagKey, outgoing_tags
 from graphstore.mmr import MmrSelector, Selection
-from graphstore.nodes import Hit, StoredNode, TagHit, Vector
+from graphstore.nodes import Candidate, Hit, TagHit, Vector
+from graphstore.relevance import path_relevance, tag_weight
 from graphstore.storage import Storage
+from graphstore.strategy import Strategy
 
 
 @dataclass
 class TraversalStats:
-    """What a search cost: backend queries issued and candidates considered."""
+    """What a search cost (backend queries, candidates considered) and, when
+    `keep_unselected` is set, the candidates it considered and did not return."""
 
     vector_searches: int = 0
     tag_queries: int = 0
     candidates: int = 0
+    keep_unselected: bool = False
+    unselected: list[Candidate] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class _Reached:
     depth: int
-    via: TagKey | None
+    path: tuple[TagKey, ...]
     similarity: float
     outgoing: frozenset[TagKey]
+
+    @property
+    def via(self) -> TagKey | None:
+        return self.path[-1] if self.path else None
 
 
 class Traversal:
@@ -46,177 +54,278 @@ class Traversal:
 
     async def _search_tags(
         self,
-        tags: Iterable[TagKey],
+        tags: Sequence[TagKey],
         query: Vector,
         adjacent_k: int,
         filter_terms: frozenset[str],
         stats: TraversalStats,
-    ) -> list[tuple[TagKey, list[TagHit]]]:
-        """Query every tag concurrently (at most `concurrency` at once), in sorted tag order."""
-        ordered = sorted(tags)
-        stats.tag_queries += len(ordered)
-        gate = asyncio.Semaphore(self._concurrency)
-
-        async def one(tag: TagKey) -> list[TagHit]:
-            async with gate:
-                return await self.storage.search_tag(tag, query, adjacent_k, filter_terms)
-
-        results = await asyncio.gather(*(one(tag) for tag in ordered))
-        return list(zip(ordered, results, strict=True))
+    ) -> list[list[TagHit]]:
+        stats.tag_queries += len(tags)
+        return await self.storage.search_tags(
+            tags, query, adjacent_k, filter_terms, self._concurrency
+        )
 
     async def _hits(
         self,
         order: Sequence[str],
         reached: dict[str, _Reached],
-        mmr_scores: dict[str, float] | None = None,
+        selections: dict[str, Selection] | None = None,
     ) -> list[Hit]:
         """Read the nodes of the result once, at the end, and attach how each was reached."""
         stored = {item.node.id: item for item in await self.storage.get(order)}
-        mmr = mmr_scores or {}
-        return [
-            Hit(
-                node=stored[node_id].node,
-                similarity=reached[node_id].similarity,
-                depth=reached[node_id].depth,
-                via=reached[node_id].via,
-                mmr_score=mmr.get(node_id),
+        chosen = selections or {}
+        hits = []
+        for node_id in order:
+            if node_id not in stored:
+                continue
+            how, selection = reached[node_id], chosen.get(node_id)
+            hits.append(
+                Hit(
+                    node=stored[node_id].node,
+                    similarity=how.similarity,
+                    depth=how.depth,
+                    via=how.via,
+                    mmr_score=None if selection is None else selection.mmr_score,
+                    score=how.similarity if selection is None else selection.relevance,
+                    path=how.path,
+                )
             )
-            for node_id in order
-            if node_id in stored
-        ]
+        return hits
 
     async def traversal_search(
         self,
         query: Vector,
         *,
         k: int,
+        start_k: int,
         depth: int,
         adjacent_k: int,
         filter_terms: frozenset[str],
         stats: TraversalStats | None = None,
     ) -> list[Hit]:
-        """Breadth-first from the `k` nearest nodes, up to `depth` hops, `adjacent_k` per tag.
+        """Breadth-first from the `start_k` nearest nodes, up to `depth` hops, `adjacent_k`
+        per tag; the first `k` nodes by depth, then similarity to the query.
 
-        Returns every node reached, ordered by depth and then similarity to the query.
+        When fewer than `k` are reached, the next-nearest nodes fill the result.
         """
         stats = stats if stats is not None else TraversalStats()
         stats.vector_searches += 1
-        roots = await self.storage.search(query, k, filter_terms)
+        nearest = await self.storage.search(query, max(k, start_k), filter_terms)
         reached = {
             root.stored.node.id: _Reached(
-                0, None, root.similarity, outgoing_tags(root.stored.node.links)
+                0, (), root.similarity, outgoing_tags(root.stored.node.links)
             )
-            for root in roots
+            for root in nearest[:start_k]
         }
         visited: set[TagKey] = set()
         frontier = list(reached)
         for hop in range(1, depth + 1):
-            tags = set().union(*(reached[node_id].outgoing for node_id in frontier)) - visited
-            if not tags:
+            carrier: dict[TagKey, str] = {}
+            for node_id in frontier:
+                for tag in reached[node_id].outgoing - visited:
+                    carrier.setdefault(tag, node_id)
+            if not carrier:
                 break
-            visited |= tags
+            tags = sorted(carrier)
+            visited.update(tags)
             frontier = []
-            for tag, tag_hits in await self._search_tags(
-                tags, query, adjacent_k, filter_terms, stats
-            ):
+            found = await self._search_tags(tags, query, adjacent_k, filter_terms, stats)
+            for tag, tag_hits in zip(tags, found, strict=True):
+                path = (*reached[carrier[tag]].path, tag)
                 for hit in tag_hits:
                     if hit.id not in reached:
-                        reached[hit.id] = _Reached(hop, tag, hit.similarity, hit.outgoing)
+                        reached[hit.id] = _Reached(hop, path, hit.similarity, hit.outgoing)
                         frontier.append(hit.id)
         stats.candidates += len(reached)
         order = sorted(
             reached,
             key=lambda node_id: (reached[node_id].depth, -reached[node_id].similarity, node_id),
-        )
+        )[:k]
+        for root in nearest[start_k:]:
+            if len(order) >= k:
+                break
+            node_id = root.stored.node.id
+            if node_id not in reached:
+                reached[node_id] = _Reached(0, (), root.similarity, frozenset())
+                order.append(node_id)
         return await self._hits(order, reached)
 
-    async def mmr_traversal_search(
+    async def search(
         self,
         query: Vector,
+        strategy: Strategy,
         *,
-        k: int,
-        depth: int,
-        fetch_k: int,
-        adjacent_k: int,
-        lambda_mult: float,
-        score_threshold: float,
         filter_terms: frozenset[str],
         initial_roots: Sequence[str] = (),
-        max_candidates_per_step: int,
         stats: TraversalStats | None = None,
     ) -> list[Hit]:
-        """Select `k` nodes by MMR from the `fetch_k` nearest and the nodes reached from them.
+        """Select `strategy.k` nodes by MMR over path-aware relevance (see `Strategy`).
 
-        Each selected node at depth < `depth` has its unvisited outgoing tags queried
-        (`adjacent_k` nearest per tag); of the nodes found, at most `max_candidates_per_step`
-        new ones, the most similar to the query, join the pool.  A candidate found again by a
-        shorter path takes the shorter depth, so it is expanded as a node at that depth.
-        Nodes adjacent to `initial_roots` start at depth 1; the roots themselves are not
-        returned.
+        A candidate found again by a shorter path takes the shorter depth, and one already
+        selected at the depth limit is then expanded.  Nodes adjacent to `initial_roots`
+        start at depth 1 and inherit full relevance from them; the roots are not returned.
         """
-        stats = stats if stats is not None else TraversalStats()
-        selector = MmrSelector(query, lambda_mult, score_threshold)
-        reached: dict[str, _Reached] = {}
-        visited: set[TagKey] = set()
+        return await _Search(self, query, strategy, filter_terms, stats).run(initial_roots)
 
-        async def expand(tags: frozenset[TagKey], hop: int) -> None:
-            fresh_tags = tags - visited
-            visited.update(fresh_tags)
-            found: dict[str, tuple[TagKey, TagHit]] = {}
-            for tag, tag_hits in await self._search_tags(
-                fresh_tags, query, adjacent_k, filter_terms, stats
-            ):
-                for hit in tag_hits:
-                    known = reached.get(hit.id)
-                    if known is not None:
-                        if hop < known.depth:
-                            reached[hit.id] = _Reached(hop, tag, known.similarity, known.outgoing)
-                    elif hit.id not in found:
-                        found[hit.id] = (tag, hit)
-            best = sorted(found.values(), key=lambda pair: (-pair[1].similarity, pair[1].id))
-            admit(best[:max_candidates_per_step], hop)
 
-        def admit(pairs: Sequence[tuple[TagKey | None, TagHit]], hop: int) -> None:
-            for via, hit in pairs:
-                reached[hit.id] = _Reached(hop, via, hit.similarity, hit.outgoing)
-            if pairs:
-                selector.add(
-                    [hit.id for _, hit in pairs], np.stack([hit.embedding for _, hit in pairs])
-                )
-                stats.candidates += len(pairs)
+class _Search:
+    """The state of one `Traversal.search`: the candidate pool, visited tags, expansions."""
 
+    def __init__(
+        self,
+        traversal: Traversal,
+        query: Vector,
+        strategy: Strategy,
+        filter_terms: frozenset[str],
+        stats: TraversalStats | None,
+    ) -> None:
+        self.traversal = traversal
+        self.storage = traversal.storage
+        self.query = query
+        self.strategy = strategy
+        self.filter_terms = filter_terms
+        self.stats = stats if stats is not None else TraversalStats()
+        self.selector = MmrSelector(query, strategy.lambda_mult, strategy.score_threshold)
+        self.reached: dict[str, _Reached] = {}
+        self.anchors: dict[str, float] = {}
+        """Initial roots: expanded like candidates, never selected."""
+        self.visited: set[TagKey] = set()
+        self.expanded: set[str] = set()
+        self.selected: dict[str, Selection] = {}
+
+    def _relevance(self, node_id: str) -> float:
+        anchor = self.anchors.get(node_id)
+        return anchor if anchor is not None else self.selector.relevance(node_id)
+
+    async def run(self, initial_roots: Sequence[str]) -> list[Hit]:
+        strategy = self.strategy
         if initial_roots:
-            roots = await self.storage.get(list(initial_roots))
-            for root in roots:
-                reached[root.node.id] = _Reached(0, None, 0.0, frozenset())
-            await expand(frozenset().union(*(outgoing_tags(r.node.links) for r in roots)), 1)
-        if fetch_k > 0:
-            stats.vector_searches += 1
-            nearest = await self.storage.search(query, fetch_k, filter_terms)
-            admit(
-                [
-                    (None, _as_tag_hit(item.stored, item.similarity))
-                    for item in nearest
-                    if item.stored.node.id not in reached
-                ],
-                0,
-            )
-
-        selections: list[Selection] = []
-        while len(selections) < k:
-            chosen = selector.pop_best()
+            for root in await self.storage.get(list(initial_roots)):
+                self.anchors[root.node.id] = 1.0
+                self.reached[root.node.id] = _Reached(0, (), 0.0, outgoing_tags(root.node.links))
+            await self.expand(list(self.anchors))
+        if strategy.fetch_k > 0:
+            self.stats.vector_searches += 1
+            nearest = await self.storage.search(self.query, strategy.fetch_k, self.filter_terms)
+            fresh = [item for item in nearest if item.stored.node.id not in self.reached]
+            for item in fresh:
+                node = item.stored.node
+                self.reached[node.id] = _Reached(0, (), item.similarity, outgoing_tags(node.links))
+            if fresh:
+                self.selector.add(
+                    [item.stored.node.id for item in fresh],
+                    np.stack([item.stored.embedding for item in fresh]),
+                )
+                self.stats.candidates += len(fresh)
+        for level in range(strategy.depth):
+            frontier = [
+                node_id
+                for node_id, how in self.reached.items()
+                if how.depth == level
+                and node_id not in self.expanded
+                and node_id not in self.anchors
+            ]
+            frontier.sort(key=lambda node_id: -self._relevance(node_id))
+            if not frontier[: strategy.expand_k]:
+                break
+            await self.expand(frontier[: strategy.expand_k])
+        while len(self.selected) < strategy.k:
+            chosen = self.selector.pop_best()
             if chosen is None:
                 break
-            selections.append(chosen)
-            node_depth = reached[chosen.id].depth
-            if node_depth < depth:
-                await expand(reached[chosen.id].outgoing, node_depth + 1)
-        return await self._hits(
-            [chosen.id for chosen in selections],
-            reached,
-            {chosen.id: chosen.mmr_score for chosen in selections},
+            self.selected[chosen.id] = chosen
+            await self.expand([chosen.id])
+        if self.stats.keep_unselected:
+            self.stats.unselected = [
+                Candidate(
+                    row.id,
+                    row.similarity,
+                    row.relevance,
+                    row.mmr_score,
+                    self.reached[row.id].depth,
+                    self.reached[row.id].path,
+                )
+                for row in self.selector.unselected()
+            ]
+        return await self.traversal._hits(list(self.selected), self.reached, self.selected)
+
+    async def expand(self, node_ids: Sequence[str]) -> None:
+        """Query the unvisited outgoing tags of the expandable `node_ids` in one wave; then
+        expand any selected node that a shorter path brought under the depth limit."""
+        strategy = self.strategy
+        parents = [
+            node_id
+            for node_id in node_ids
+            if node_id not in self.expanded and self.reached[node_id].depth < strategy.depth
+        ]
+        self.expanded.update(parents)
+        carriers: dict[TagKey, list[str]] = {}
+        for parent in parents:
+            for tag in self.reached[parent].outgoing - self.visited:
+                carriers.setdefault(tag, []).append(parent)
+        if not carriers:
+            return
+        tags = sorted(carriers)
+        self.visited.update(tags)
+        found = await self.traversal._search_tags(
+            tags, self.query, strategy.adjacent_k, self.filter_terms, self.stats
         )
+        sizes = await self._tag_sizes(tags, found)
+        new: dict[str, tuple[float, _Reached, TagHit]] = {}
+        for tag, tag_hits in zip(tags, found, strict=True):
+            parent = max(carriers[tag], key=self._relevance)
+            parent_relevance = self._relevance(parent)
+            weight = tag_weight(sizes[tag])
+            how = self.reached[parent]
+            for hit in tag_hits:
+                relevance = path_relevance(
+                    parent_relevance, hit.similarity, weight, strategy.damping
+                )
+                reached = _Reached(how.depth + 1, (*how.path, tag), hit.similarity, hit.outgoing)
+                known = self.reached.get(hit.id)
+                if known is None:
+                    if hit.id not in new or relevance > new[hit.id][0]:
+                        new[hit.id] = (relevance, reached, hit)
+                    continue
+                if hit.id in self.anchors:
+                    continue
+                if hit.id in self.selector:
+                    self.selector.raise_relevance(hit.id, relevance)
+                if reached.depth < known.depth:
+                    self.reached[hit.id] = reached
+        admitted = sorted(
+            new.values(), key=lambda item: (-item[0], -item[2].similarity, item[2].id)
+        )
+        admitted = admitted[: strategy.max_candidates_per_step]
+        for _, reached, hit in admitted:
+            self.reached[hit.id] = reached
+        if admitted:
+            self.selector.add(
+                [hit.id for _, _, hit in admitted],
+                np.stack([hit.embedding for _, _, hit in admitted]),
+                np.array([relevance for relevance, _, _ in admitted], dtype=np.float32),
+            )
+            self.stats.candidates += len(admitted)
+        overdue = [
+            node_id
+            for node_id in self.selected
+            if node_id not in self.expanded and self.reached[node_id].depth < strategy.depth
+        ]
+        if overdue:
+            await self.expand(overdue)
 
-
-def _as_tag_hit(stored: StoredNode, similarity: float) -> TagHit:
-    return TagHit(stored.node.id, stored.embedding, outgoing_tags(stored.node.links), similarity)
+    async def _tag_sizes(
+        self, tags: Sequence[TagKey], found: Sequence[Sequence[TagHit]]
+    ) -> dict[TagKey, int]:
+        """How many nodes link in to each tag.  An unfiltered page shorter than `adjacent_k`
+        is the whole tag; the storage counts the others."""
+        sizes: dict[TagKey, int] = {}
+        unknown = []
+        for tag, tag_hits in zip(tags, found, strict=True):
+            if not self.filter_terms and len(tag_hits) < self.strategy.adjacent_k:
+                sizes[tag] = len(tag_hits)
+            else:
+                unknown.append(tag)
+        if unknown:
+            sizes.update(await self.storage.tag_sizes(unknown))
+        return sizes

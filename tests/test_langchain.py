@@ -201,6 +201,48 @@ def test_link_extractor_transformer_output_loads_unchanged(vectorstore):
     )
     linked = LinkExtractorTransformer([extractor]).transform_documents(pages)
     vectorstore.add_documents(linked, ids=["a", "b"])  # the transformer drops Document.id
-    docs = list(vectorstore.traversal_search("<p>see <a href='b.html'>b</a></p>", k=1, depth=1))
+    docs = list(vectorstore.traversal_search("<p>see <a href='b.html'>b</a></p>", k=2, depth=1))
     assert [d.id for d in docs] == ["a", "b"]
     assert docs[1].metadata["via"] == ("hyperlink", "https://x.org/b.html")
+    assert [d.id for d in vectorstore.as_retriever(k=2).invoke("see b")] == ["a", "b"]
+
+
+def test_provenance_never_overwrites_a_documents_own_metadata(vectorstore):
+    own: dict[str, object] = {
+        "depth": "deep",
+        "via": "the pass",
+        "similarity_score": 5,
+        "mmr_score": 1,
+        "path": "x",
+    }
+    vectorstore.add_documents(
+        [
+            Document(
+                "alpha",
+                metadata=own | {"links": [LangChainLink(kind="kw", direction="out", tag="t")]},
+            ),
+            Document(
+                "beta", metadata={"links": [LangChainLink(kind="kw", direction="in", tag="t")]}
+            ),
+        ],
+        ids=["a", "b"],
+    )
+    for search_type in ("graph", "traversal", "mmr_traversal"):
+        docs = vectorstore.search("alpha", search_type, k=2)
+        assert [d.id for d in docs] == ["a", "b"], search_type
+        assert {key: docs[0].metadata[key] for key in own} == own, search_type
+        assert "score" in docs[0].metadata
+    reached = vectorstore.search("alpha", "traversal", k=2, start_k=1)[1]
+    assert (reached.metadata["depth"], reached.metadata["via"]) == (1, ("kw", "t"))
+
+
+async def test_mmr_search_by_vector_matches_the_search_by_text(vectorstore):
+    vectorstore.add_texts(["alpha", "beta", "gamma"], ids=["a", "b", "c"])
+    vector = vectorstore.embeddings.embed_query("alpha")
+    by_text = vectorstore.max_marginal_relevance_search("alpha", k=2, fetch_k=3)
+    by_vector = vectorstore.max_marginal_relevance_search_by_vector(vector, k=2, fetch_k=3)
+    assert [d.id for d in by_vector] == [d.id for d in by_text]
+    assert [
+        d.id
+        for d in await vectorstore.amax_marginal_relevance_search_by_vector(vector, k=2, fetch_k=3)
+    ] == [d.id for d in by_text]

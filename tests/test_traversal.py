@@ -50,10 +50,13 @@ async def test_edges_follow_link_directions(backend, source, target, edge):
         backend,
         {"A": (Q, [Link("kw", source, "t")]), "B": ([0, 1, 0], [Link("kw", target, "t")])},
     )
-    found = {hit.node.id for hit in await store.atraversal_search("q", k=1, depth=1)}
-    assert found == ({"A", "B"} if edge else {"A"})
+    hits = await store.atraversal_search("q", k=2, start_k=1, depth=1)
+    # Without an edge, B only pads the result as the next-nearest root.
+    assert [(hit.node.id, hit.depth) for hit in hits] == [("A", 0), ("B", 1 if edge else 0)]
     mmr = {hit.node.id for hit in await store.ammr_traversal_search("q", k=5, fetch_k=1, depth=1)}
-    assert mmr == found
+    assert mmr == ({"A", "B"} if edge else {"A"})
+    default = {hit.node.id for hit in await store.asearch("q", k=5, fetch_k=1, depth=1)}
+    assert default == mmr
 
 
 def chain():
@@ -70,7 +73,7 @@ def chain():
 async def test_depth_is_the_largest_hop_count_in_both_searches(backend, depth):
     store = await build(backend, chain())
     expected = ["A", "B", "C", "D"][: depth + 1]
-    hits = await store.atraversal_search("q", k=1, depth=depth)
+    hits = (await store.atraversal_search("q", k=4, start_k=1, depth=depth))[: depth + 1]
     assert [h.node.id for h in hits] == expected
     assert [h.depth for h in hits] == list(range(depth + 1))
     mmr_hits = await store.ammr_traversal_search("q", k=10, depth=depth, fetch_k=1, lambda_mult=1.0)
@@ -80,14 +83,16 @@ async def test_depth_is_the_largest_hop_count_in_both_searches(backend, depth):
 async def test_hits_say_how_they_were_reached(backend):
     store = await build(backend, chain())
     hits = await store.ammr_traversal_search("q", k=3, depth=3, fetch_k=1, lambda_mult=1.0)
-    assert [(h.node.id, h.via) for h in hits] == [
-        ("A", None),
-        ("B", ("kw", "t1")),
-        ("C", ("kw", "t2")),
+    assert [(h.node.id, h.via, h.path) for h in hits] == [
+        ("A", None, ()),
+        ("B", ("kw", "t1"), (("kw", "t1"),)),
+        ("C", ("kw", "t2"), (("kw", "t1"), ("kw", "t2"))),
     ]
     for hit, vector in zip(hits, [Q, chain()["B"][0], chain()["C"][0]], strict=True):
         assert hit.similarity == pytest.approx(float(np.dot(norm(vector), Q)), abs=1e-5)
-        assert hit.mmr_score == pytest.approx(hit.similarity, abs=1e-5)
+        # Each tag leads to one passage, so the relevance of A (1.0) passes down whole.
+        assert hit.score == pytest.approx(1.0, abs=1e-5)
+        assert hit.mmr_score == pytest.approx(hit.score, abs=1e-5)
     assert [h.node.text for h in hits] == ["text A", "text B", "text C"]
 
 
@@ -99,7 +104,7 @@ async def test_each_tag_is_queried_once_per_search(backend):
     targets = {f"T{i}": (norm([0, 1, i]), [Link.incoming("kw", f"own{i}")]) for i in range(5)}
     store = await build(backend, roots | targets)
     stats = TraversalStats()
-    hits = await store.atraversal_search("q", k=5, depth=2, stats=stats)
+    hits = await store.atraversal_search("q", k=10, start_k=5, depth=2, stats=stats)
     assert {h.node.id for h in hits} == set(roots) | set(targets)
     assert stats.tag_queries == 6
     mmr_stats = TraversalStats()
@@ -110,8 +115,9 @@ async def test_each_tag_is_queried_once_per_search(backend):
 
 
 async def test_candidate_found_again_by_a_shorter_path_takes_the_shorter_depth(backend):
-    # With lambda 0.5: R1 is chosen first, then Y (far from R1) before R2 (a near copy of
-    # R1).  Y finds X at depth 2; R2 then finds X at depth 1, so X is expanded and Z found.
+    # R1 is selected, then Y (reached from it), then X, found from Y at the depth limit and
+    # so not expanded.  R2 then finds X one hop from a root: X takes depth 1 and, though
+    # already selected, is expanded, which finds Z.
     store = await build(
         backend,
         {
@@ -125,11 +131,12 @@ async def test_candidate_found_again_by_a_shorter_path_takes_the_shorter_depth(b
             "Z": ([0, 1, 0], [Link.incoming("kw", "d")]),
         },
     )
-    hits = await store.ammr_traversal_search("q", k=5, depth=2, fetch_k=2, lambda_mult=0.5)
-    reached = {h.node.id: (h.depth, h.via) for h in hits}
-    assert [h.node.id for h in hits][:3] == ["R1", "Y", "R2"]
-    assert reached["X"] == (1, ("kw", "c"))
-    assert reached["Z"] == (2, ("kw", "d"))
+    for search in (store.asearch, store.ammr_traversal_search):
+        hits = await search("q", k=5, depth=2, fetch_k=2, lambda_mult=1.0)
+        reached = {h.node.id: (h.depth, h.via) for h in hits}
+        assert [h.node.id for h in hits] == ["R1", "Y", "X", "R2", "Z"]
+        assert reached["X"] == (1, ("kw", "c"))
+        assert reached["Z"] == (2, ("kw", "d"))
 
 
 async def test_step_cap_keeps_the_most_similar_new_candidates(backend):
@@ -164,7 +171,7 @@ async def test_filter_applies_to_roots_and_neighbours(backend):
     store = await build(
         backend, nodes, metadata={"A": {"lang": "en"}, "B": {"lang": "fr"}, "C": {"lang": "en"}}
     )
-    hits = await store.atraversal_search("q", k=1, depth=1, filter={"lang": "en"})
+    hits = await store.atraversal_search("q", k=2, start_k=1, depth=1, filter={"lang": "en"})
     assert [h.node.id for h in hits] == ["A", "C"]
     mmr = await store.ammr_traversal_search("q", k=5, fetch_k=1, filter={"lang": "en"})
     assert {h.node.id for h in mmr} == {"A", "C"}
@@ -181,7 +188,8 @@ async def test_initial_roots_start_the_walk_without_being_returned(backend):
 async def test_sync_methods_work_inside_a_running_event_loop(backend):
     store = await build(backend, chain())
     assert asyncio.get_running_loop()
-    assert [h.node.id for h in store.traversal_search("q", k=1, depth=1)] == ["A", "B"]
+    assert [h.node.id for h in store.traversal_search("q", k=2, depth=1)] == ["A", "B"]
+    assert [h.node.id for h in store.search("q", k=2)] == ["A", "B"]
     assert [h.node.id for h in store.mmr_traversal_search("q", k=2, fetch_k=1)] == ["A", "B"]
 
 
@@ -222,10 +230,11 @@ async def test_animals_connect_through_shared_habitat(backend, shared_data):
         for row in rows
     )
     root = next(row for row in rows if habitat[row["id"]])
-    hits = await store.atraversal_search(root["text"], k=1, depth=1, adjacent_k=200)
+    mates = {node_id for node_id, h in habitat.items() if h == habitat[root["id"]]}
+    hits = await store.atraversal_search(
+        root["text"], k=len(mates), start_k=1, depth=1, adjacent_k=200
+    )
     assert hits[0].node.id == root["id"]
     assert hits[0].node.metadata == root["metadata"]
-    assert {h.node.id for h in hits} == {
-        node_id for node_id, h in habitat.items() if h == habitat[root["id"]]
-    }
+    assert {h.node.id for h in hits} == mates
     assert all(h.via == ("habitat", habitat[root["id"]]) for h in hits[1:])

@@ -1,0 +1,108 @@
+"""The settings of a graph search, validated once, with the defaults users get.
+
+One traversal engine runs every graph search; a `Strategy` says how far it goes and how it
+selects.  `DEFAULT` is what `graphstore search`, `graphstore prompt`, the writer context and
+the LangChain retriever's `graph` search type run with no options; `MMR_TRAVERSAL` keeps the
+classic MMR-traversal semantics (expand a node when it is selected).  Both were chosen on
+the dev sets in `../shared/data/` (HotpotQA train, 2WikiMultihopQA dev) and are the same for
+every data set and every k (`benchmarks/quality.py`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from graphstore.errors import InvalidInputError
+
+MAX_K = 1000
+"""Largest k anywhere: Cassandra's SAI refuses ANN queries with LIMIT above 1000."""
+MAX_DEPTH = 10
+
+
+def check_count(name: str, value: Any, minimum: int = 1, maximum: int = MAX_K) -> int:
+    """Validate an integer search parameter such as `k`, `depth` or `adjacent_k`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"{name} must be an integer, not {type(value).__name__}")
+    if not minimum <= value <= maximum:
+        raise InvalidInputError(f"{name} must be between {minimum} and {maximum}, got {value}")
+    return value
+
+
+def check_fraction(name: str, value: Any) -> float:
+    """Validate a number between 0 and 1, such as `lambda_mult` or `damping`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInputError(f"{name} must be a number between 0 and 1")
+    if not 0.0 <= value <= 1.0:
+        raise InvalidInputError(f"{name} must be between 0 and 1, got {value}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """How one graph search finds and selects passages.
+
+    The search takes the `fetch_k` passages nearest to the query as roots, then, level by
+    level up to `depth` hops, expands the `expand_k` most relevant passages of the level
+    (all their unvisited outgoing tags in one concurrent wave, `adjacent_k` nearest passages
+    per tag); a passage reached over a link gets a path-aware relevance
+    (`graphstore.relevance`, leaning on its parent by `damping` × the tag's specificity).
+    It then selects `k` passages by MMR over that relevance (`lambda_mult` 1: by relevance
+    alone), expanding each selected passage not yet expanded.  With `expand_k` 0 only
+    selected passages are expanded: classic MMR traversal.  One expansion admits at most
+    `max_candidates_per_step` new passages (the most relevant; default
+    `max(fetch_k, adjacent_k)`).
+    """
+
+    k: int = 5
+    fetch_k: int = 10
+    depth: int = 2
+    adjacent_k: int = 10
+    expand_k: int = 0
+    lambda_mult: float = 0.9
+    damping: float = 1.0
+    score_threshold: float = float("-inf")
+    max_candidates_per_step: int | None = None
+
+    def checked(self, *, has_initial_roots: bool = False) -> Strategy:
+        """This strategy validated, with the step cap filled in; one-line errors."""
+        check_count("k", self.k)
+        check_count("fetch_k", self.fetch_k, 0 if has_initial_roots else 1)
+        check_count("depth", self.depth, 0, MAX_DEPTH)
+        check_count("adjacent_k", self.adjacent_k)
+        check_count("expand_k", self.expand_k, 0)
+        check_fraction("lambda_mult", self.lambda_mult)
+        check_fraction("damping", self.damping)
+        threshold = self.score_threshold
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise InvalidInputError("score_threshold must be a number")
+        if math.isnan(threshold):
+            raise InvalidInputError("score_threshold must be a number")
+        cap = self.max_candidates_per_step
+        cap = max(self.fetch_k, self.adjacent_k) if cap is None else cap
+        check_count("max_candidates_per_step", cap)
+        return replace(
+            self,
+            lambda_mult=float(self.lambda_mult),
+            damping=float(self.damping),
+            score_threshold=float(threshold),
+            max_candidates_per_step=cap,
+        )
+
+    def with_options(self, **options: Any) -> Strategy:
+        """A copy with some settings replaced; an unknown name is a one-line error."""
+        known = set(self.__dataclass_fields__)
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise InvalidInputError(
+                f"unknown search option {unknown[0]!r}; known: {', '.join(sorted(known))}"
+            )
+        return replace(self, **options)
+
+
+DEFAULT = Strategy()
+"""The default graph search (`GraphStore.search`): MMR traversal over path-aware relevance."""
+
+MMR_TRAVERSAL = replace(DEFAULT, k=4)
+"""`mmr_traversal_search`'s defaults: the same search, with LangChain's usual k."""
