@@ -64,7 +64,7 @@ def cause(error: sqlite3.Error, timeout: float) -> str:
     """What went wrong, in words a user can act on, with SQLite's own message."""
     code = getattr(error, "sqlite_errorcode", 0) & 0xFF
     if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-        return f"another connection has held the write lock for more than {timeout:g} s ({error})"
+        return f"another connection holds the write lock (waited up to {timeout:g} s: {error})"
     if code == sqlite3.SQLITE_CORRUPT:
         return f"the file is corrupt ({error})"
     if code == sqlite3.SQLITE_NOTADB:

@@ -107,7 +107,7 @@ def test_a_file_locked_by_another_connection_is_not_called_foreign(tmp_path: Pat
     try:
         with pytest.raises(StoreOpenError) as error:
             EmbeddedStorage(path)
-        assert "another connection has held the write lock" in str(error.value)
+        assert "another connection holds the write lock" in str(error.value)
         assert "not a graphstore file" not in str(error.value)
     finally:
         holder.execute("ROLLBACK")

@@ -177,7 +177,7 @@ def test_a_write_lock_held_too_long_is_one_line_and_reads_go_on(tmp_path: Path):
     holder.execute("BEGIN IMMEDIATE")
     try:
         assert run_sync(storage.stats()).nodes == 1
-        with pytest.raises(StorageError, match="another connection has held the write lock") as e:
+        with pytest.raises(StorageError, match="another connection holds the write lock") as e:
             run_sync(storage.upsert([keyed("second")]))
         assert "\n" not in str(e.value)
     finally:
