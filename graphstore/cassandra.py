@@ -761,6 +761,11 @@ class CassandraStorage(Storage):
             tag_frequencies={key: counts[key] for key in frequent},
         )
 
+    check_note = (
+        "after a node was stopped or restarted, Cassandra may still be replaying logged batches "
+        "(its batchlog, usually within a few minutes): run check again before repairing anything"
+    )
+
     async def check(self) -> list[str]:
         """Compare both tables in full: tag rows per node, and their denormalized columns."""
         if self._dimension is None:

@@ -282,6 +282,8 @@ async def _command(
         for problem in problems:
             print(problem)
         print(f"{len(problems)} problems found in {location}")
+        if problems and store.storage.check_note:
+            print(f"note: {store.storage.check_note}")
         return 1 if problems else 0
     return 0
 

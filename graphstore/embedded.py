@@ -14,6 +14,14 @@ and a node's rows land on one page.  Keyed by tag, as files from earlier version
 (they still work: every statement here reads by node or scans), each row went to a random
 page of a growing B-tree: over a 12k-passage load the WAL pages written per tag row rose
 from 0.33 to 1.24, and the time per passage with them.
+
+Several processes may hold one file open.  Each write transaction stamps what it writes with
+the next number of a change sequence (`nodes.seq`, and a tombstone per deleted node in
+`deleted`), so before every operation a process asks SQLite whether another connection has
+committed since it last looked (`PRAGMA data_version`, answered from the WAL index) and, if
+so, reads only the rows stamped after the last number it has seen.  A write starts with the
+same refresh under the write lock and updates memory only after its COMMIT, from entries
+computed before its first statement.
 """
 
 from __future__ import annotations
@@ -21,37 +29,23 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
-from graphstore.errors import StorageError, StoreOpenError
+from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
 from graphstore.links import Link, TagKey, incoming_tags, outgoing_tags
 from graphstore.metadata import filter_terms
 from graphstore.nodes import Node, StoredNode, TagHit, Vector
+from graphstore.sqlite_file import cause, open_file
 from graphstore.storage import ScoredNode, Storage, StoreStats
 
-FORMAT = "graphstore-embedded"
-FORMAT_VERSION = "1"
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS nodes (
-    id TEXT PRIMARY KEY,
-    text TEXT NOT NULL,
-    metadata TEXT NOT NULL,
-    links TEXT NOT NULL,
-    embedding BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS tags (
-    kind TEXT NOT NULL,
-    tag TEXT NOT NULL,
-    node_id TEXT NOT NULL,
-    PRIMARY KEY (node_id, kind, tag)
-) WITHOUT ROWID;
-"""
+READ_CHUNK = 500
+"""Ids per `IN (…)` query, below SQLite's bound-parameter limit."""
 
 
 def encode_links(links: Iterable[Link]) -> str:
@@ -72,8 +66,30 @@ def _top_k(scores: NDArray[np.float32], k: int) -> NDArray[np.intp]:
     return np.argsort(-scores, kind="stable")
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """What the index keeps of one node, computed before the write that stores it."""
+
+    id: str
+    embedding: Vector
+    outgoing: frozenset[TagKey]
+    incoming: frozenset[TagKey]
+    terms: frozenset[str]
+
+    @classmethod
+    def of(cls, stored: StoredNode) -> _Entry:
+        node = stored.node
+        return cls(
+            node.id,
+            stored.embedding,
+            outgoing_tags(node.links),
+            incoming_tags(node.links),
+            filter_terms(node.metadata),
+        )
+
+
 class _Index:
-    """The in-memory ranking structures, rebuilt from the file when the store opens."""
+    """The in-memory ranking structures, loaded from the file and refreshed from its changes."""
 
     def __init__(self, dimension: int | None) -> None:
         self.dimension = dimension
@@ -99,19 +115,21 @@ class _Index:
             self.matrix = grown
         return slot
 
-    def put(self, stored: StoredNode) -> None:
-        node = stored.node
+    def set_dimension(self, dimension: int) -> None:
         if self.dimension is None:
-            self.dimension = stored.embedding.size
-            self.matrix = np.zeros((0, self.dimension), dtype=np.float32)
-        self.remove(node.id)
+            self.dimension = dimension
+            self.matrix = np.zeros((0, dimension), dtype=np.float32)
+
+    def put(self, entry: _Entry) -> None:
+        self.set_dimension(entry.embedding.size)
+        self.remove(entry.id)
         slot = self._slot()
-        self.ids[slot] = node.id
-        self.slot_of[node.id] = slot
-        self.matrix[slot] = stored.embedding
-        self.outgoing[slot] = outgoing_tags(node.links)
-        self.incoming[slot] = incoming_tags(node.links)
-        self.terms[slot] = filter_terms(node.metadata)
+        self.ids[slot] = entry.id
+        self.slot_of[entry.id] = slot
+        self.matrix[slot] = entry.embedding
+        self.outgoing[slot] = entry.outgoing
+        self.incoming[slot] = entry.incoming
+        self.terms[slot] = entry.terms
         for tag in self.incoming[slot]:
             self.postings.setdefault(tag, set()).add(slot)
             self._posting_arrays.pop(tag, None)
@@ -167,45 +185,100 @@ class _Index:
 
 
 class EmbeddedStorage(Storage):
-    """A file-backed (or `:memory:`) store that needs no server."""
+    """A file-backed (or `:memory:`) store that needs no server.
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    `timeout` is how long a write waits for another connection's write lock.
+    """
+
+    def __init__(self, path: str | Path = ":memory:", *, timeout: float = 5.0) -> None:
         self.path = str(path)
+        self.timeout = timeout
         self._lock = threading.RLock()
-        self._db = self._open(self.path)
-        dimension = self._meta("dimension")
-        self._index = _Index(int(dimension) if dimension else None)
-        for node_id, links, metadata, blob in self._db.execute(
-            "SELECT id, links, metadata, embedding FROM nodes"
-        ):
-            node = Node(node_id, "", json.loads(metadata), decode_links(links))
-            self._index.put(StoredNode(node, np.frombuffer(blob, dtype=np.float32)))
-
-    @staticmethod
-    def _open(path: str) -> sqlite3.Connection:
-        if path != ":memory:":
-            file = Path(path)
-            if file.is_dir():
-                raise StoreOpenError(f"{path} is a directory, not a graphstore file")
-            if not file.parent.exists():
-                raise StoreOpenError(f"cannot create {path}: {file.parent} does not exist")
+        opened = open_file(self.path, timeout)
+        self._db = opened.connection
+        self.read_only = opened.read_only
+        self._has_change_log = opened.has_change_log
+        self._index = _Index(None)
+        self._seq = -1
+        self._data_version: int | None = None
         try:
-            db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
-            if tables and "meta" not in tables:
-                raise StoreOpenError(f"{path} is an SQLite file of another program")
-            if tables:
-                row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-                if row is None or row[0] != FORMAT:
-                    raise StoreOpenError(f"{path} is an SQLite file of another program")
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = NORMAL")
-            db.executescript(SCHEMA)
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT,))
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('version', ?)", (FORMAT_VERSION,))
-        except sqlite3.DatabaseError as error:
-            raise StoreOpenError(f"{path} is not a graphstore file ({error})") from error
-        return db
+            self._refresh()
+        except sqlite3.Error as error:
+            self._db.close()
+            raise StoreOpenError(f"cannot open {self.path}: {cause(error, timeout)}") from error
+        except BaseException:
+            self._db.close()
+            raise
+
+    @contextmanager
+    def _failures(self, action: str) -> Iterator[None]:
+        """SQLite errors as one-line `StorageError`s naming the action, the file and the cause."""
+        try:
+            yield
+        except sqlite3.Error as error:
+            raise StorageError(
+                f"{action} {self.path} failed: {cause(error, self.timeout)}"
+            ) from error
+
+    @contextmanager
+    def _transaction(self, begin: str = "BEGIN") -> Iterator[None]:
+        """One transaction (joined when one is open), rolled back on any failure.
+
+        SQLite has already rolled back after some errors (a full disk): ROLLBACK then only
+        runs while a transaction is really open, so it never hides the cause.
+        """
+        if self._db.in_transaction:
+            yield
+            return
+        self._db.execute(begin)
+        try:
+            yield
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                with suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+            raise
+
+    def _refresh(self) -> None:
+        """Bring memory up to what other connections committed, reading only what changed."""
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        if version == self._data_version:
+            return
+        with self._transaction():
+            dimension = self._meta("dimension")
+            if self._has_change_log:
+                rows = self._db.execute(
+                    "SELECT id, metadata, links, embedding, seq FROM nodes WHERE seq > ?",
+                    (self._seq,),
+                ).fetchall()
+                gone = self._db.execute(
+                    "SELECT id, seq FROM deleted WHERE seq > ?", (self._seq,)
+                ).fetchall()
+            else:
+                rows = self._db.execute(
+                    "SELECT id, metadata, links, embedding, 0 FROM nodes"
+                ).fetchall()
+                gone = []
+        entries = [
+            _Entry.of(
+                StoredNode(
+                    Node(node_id, "", json.loads(metadata), decode_links(links)),
+                    np.frombuffer(blob, dtype=np.float32),
+                )
+            )
+            for node_id, metadata, links, blob, _ in rows
+        ]
+        if not self._has_change_log:
+            self._index = _Index(None)
+        if dimension is not None:
+            self._index.set_dimension(int(dimension))
+        for node_id, _ in gone:
+            self._index.remove(node_id)
+        for entry in entries:
+            self._index.put(entry)
+        self._seq = max([self._seq, *(row[-1] for row in rows), *(seq for _, seq in gone)])
+        self._data_version = version
 
     def _meta(self, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -213,80 +286,120 @@ class EmbeddedStorage(Storage):
 
     @property
     def dimension(self) -> int | None:
-        return self._index.dimension
+        with self._lock, self._failures("reading"):
+            self._refresh()
+            return self._index.dimension
+
+    @contextmanager
+    def _writing(self, action: str) -> Iterator[int]:
+        """A write transaction that first takes in other connections' changes; yields the
+        change-sequence number this write stamps its rows with."""
+        if self.read_only:
+            raise StorageError(
+                f"{action} {self.path} failed: it is open read-only "
+                "(the file or its folder is not writable)"
+            )
+        with self._failures(action), self._transaction("BEGIN IMMEDIATE"):
+            self._refresh()
+            yield self._seq + 1
+        self._seq += 1
+
+    @contextmanager
+    def _refusing(self, node_id: str) -> Iterator[None]:
+        """A node SQLite or JSON cannot take (a lone surrogate, an int too long to print) as a
+        one-line `InvalidInputError`; the write it is part of then rolls back whole."""
+        try:
+            yield
+        except (ValueError, OverflowError, RecursionError) as error:
+            raise InvalidInputError(
+                f"node {node_id!r} cannot be stored in {self.path}: {error}"
+            ) from error
 
     async def upsert(self, nodes: Sequence[StoredNode]) -> None:
+        entries: list[_Entry] = []
+        for stored in nodes:
+            with self._refusing(stored.node.id):
+                entries.append(_Entry.of(stored))
         with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                if self._meta("dimension") is None and nodes:
-                    self._db.execute(
-                        "INSERT INTO meta VALUES ('dimension', ?)", (str(nodes[0].embedding.size),)
-                    )
+            with self._writing("writing to") as seq:
+                if nodes:
+                    self._set_dimension(nodes[0].embedding.size)
                 for stored in nodes:
-                    self._write(stored)
-                self._db.execute("COMMIT")
-            except sqlite3.Error as error:
-                self._db.execute("ROLLBACK")
-                raise StorageError(f"write to {self.path} failed: {error}") from error
-            for stored in nodes:
-                self._index.put(stored)
+                    self._write(stored, seq)
+            for entry in entries:
+                self._index.put(entry)
 
-    def _write(self, stored: StoredNode) -> None:
+    def _set_dimension(self, size: int) -> None:
+        dimension = self._meta("dimension")
+        if dimension is None:
+            self._db.execute("INSERT INTO meta VALUES ('dimension', ?)", (str(size),))
+        elif int(dimension) != size:
+            raise InvalidInputError(
+                f"embeddings have {size} dimensions but {self.path} holds {dimension}"
+            )
+
+    def _write(self, stored: StoredNode, seq: int) -> None:
         node = stored.node
-        self._db.execute("DELETE FROM tags WHERE node_id = ?", (node.id,))
-        self._db.execute(
-            "INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, ?, ?)",
-            (
-                node.id,
-                node.text,
-                json.dumps(node.metadata, ensure_ascii=False),
-                encode_links(node.links),
-                stored.embedding.astype(np.float32).tobytes(),
-            ),
-        )
-        self._db.executemany(
-            "INSERT INTO tags VALUES (?, ?, ?)",
-            [(kind, tag, node.id) for kind, tag in sorted(incoming_tags(node.links))],
-        )
+        with self._refusing(node.id):
+            self._db.execute("DELETE FROM tags WHERE node_id = ?", (node.id,))
+            self._db.execute(
+                "INSERT OR REPLACE INTO nodes (id, text, metadata, links, embedding, seq) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    node.id,
+                    node.text,
+                    json.dumps(node.metadata, ensure_ascii=False),
+                    encode_links(node.links),
+                    stored.embedding.astype(np.float32).tobytes(),
+                    seq,
+                ),
+            )
+            self._db.executemany(
+                "INSERT INTO tags VALUES (?, ?, ?)",
+                [(kind, tag, node.id) for kind, tag in sorted(incoming_tags(node.links))],
+            )
 
     async def delete(self, ids: Sequence[str]) -> int:
         with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                for node_id in ids:
+            removed: list[str] = []
+            with self._writing("deleting nodes in") as seq:
+                for node_id in dict.fromkeys(ids):
                     self._db.execute("DELETE FROM tags WHERE node_id = ?", (node_id,))
-                    self._db.execute("DELETE FROM nodes WHERE id = ?", (node_id,))
-                self._db.execute("COMMIT")
-            except sqlite3.Error as error:
-                self._db.execute("ROLLBACK")
-                raise StorageError(f"deleting nodes in {self.path} failed: {error}") from error
-            return sum(self._index.remove(node_id) for node_id in ids)
+                    if self._db.execute("DELETE FROM nodes WHERE id = ?", (node_id,)).rowcount:
+                        self._db.execute(
+                            "INSERT OR REPLACE INTO deleted VALUES (?, ?)", (node_id, seq)
+                        )
+                        removed.append(node_id)
+            for node_id in removed:
+                self._index.remove(node_id)
+            return len(removed)
+
+    def _rows(self, ids: Sequence[str]) -> list[StoredNode]:
+        found: dict[str, StoredNode] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), READ_CHUNK):
+            chunk = unique[start : start + READ_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            # Only "?" placeholders are formatted in; the ids are bound parameters.
+            query = f"SELECT id, text, metadata, links, embedding FROM nodes WHERE id IN ({marks})"  # noqa: S608
+            for node_id, text, metadata, links, blob in self._db.execute(query, chunk):
+                node = Node(node_id, text, json.loads(metadata), decode_links(links))
+                found[node_id] = StoredNode(node, np.frombuffer(blob, dtype=np.float32))
+        return [found[node_id] for node_id in ids if node_id in found]
 
     async def get(self, ids: Sequence[str]) -> list[StoredNode]:
-        with self._lock:
-            found: dict[str, StoredNode] = {}
-            unique = list(dict.fromkeys(ids))
-            for start in range(0, len(unique), 500):
-                chunk = unique[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                # Only "?" placeholders are formatted in; the ids are bound parameters.
-                query = (
-                    f"SELECT id, text, metadata, links, embedding FROM nodes WHERE id IN ({marks})"  # noqa: S608
-                )
-                rows = self._db.execute(query, chunk)
-                for node_id, text, metadata, links, blob in rows:
-                    node = Node(node_id, text, json.loads(metadata), decode_links(links))
-                    found[node_id] = StoredNode(node, np.frombuffer(blob, dtype=np.float32))
-            return [found[node_id] for node_id in ids if node_id in found]
+        with self._lock, self._failures("reading"), self._transaction():
+            self._refresh()
+            return self._rows(ids)
 
     async def search(
         self, vector: Vector, k: int, filter_terms: frozenset[str]
     ) -> list[ScoredNode]:
-        with self._lock:
+        with self._lock, self._failures("reading"), self._transaction():
+            self._refresh()
             ranked = self._index.nearest(vector, k, None, filter_terms)
             ids = [self._index.ids[slot] or "" for slot, _ in ranked]
-        stored = {item.node.id: item for item in await self.get(ids)}
+            stored = {item.node.id: item for item in self._rows(ids)}
         return [
             ScoredNode(stored[node_id], score)
             for node_id, (_, score) in zip(ids, ranked, strict=True)
@@ -306,7 +419,8 @@ class EmbeddedStorage(Storage):
         filter_terms: frozenset[str],
         concurrency: int = 16,
     ) -> list[list[TagHit]]:
-        with self._lock:
+        with self._lock, self._failures("reading"):
+            self._refresh()
             index = self._index
             return [
                 [
@@ -322,11 +436,13 @@ class EmbeddedStorage(Storage):
             ]
 
     async def tag_sizes(self, tags: Sequence[TagKey]) -> dict[TagKey, int]:
-        with self._lock:
+        with self._lock, self._failures("reading"):
+            self._refresh()
             return {tag: len(self._index.postings.get(tag, ())) for tag in tags}
 
     async def stats(self, top_tags: int = 20) -> StoreStats:
-        with self._lock:
+        with self._lock, self._failures("reading"):
+            self._refresh()
             postings = self._index.postings
             frequent = sorted(postings, key=lambda tag: (-len(postings[tag]), tag))[:top_tags]
             return StoreStats(
@@ -338,7 +454,8 @@ class EmbeddedStorage(Storage):
             )
 
     async def check(self) -> list[str]:
-        with self._lock:
+        with self._lock, self._failures("checking"), self._transaction():
+            self._refresh()
             problems = [
                 f"tag row ({kind!r}, {tag!r}) points at missing node {node_id!r}"
                 for kind, tag, node_id in self._db.execute(

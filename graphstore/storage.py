@@ -44,6 +44,9 @@ class Storage(ABC):
     made by `graphstore.metadata.required_terms`; a row passes when it has all of them.
     """
 
+    check_note = ""
+    """Said after `check` reports problems: what may explain them on this backend."""
+
     @property
     @abstractmethod
     def dimension(self) -> int | None:

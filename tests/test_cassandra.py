@@ -231,3 +231,27 @@ async def test_in_flight_requests_never_exceed_the_bound(storage):
     assert storage.max_in_flight == 3
     assert 1 < storage.peak_in_flight <= storage.max_in_flight
     assert storage.in_flight == 0
+
+
+async def test_check_says_a_batch_replay_may_be_pending_when_rows_disagree(storage, capsys):
+    """A tag row missing from the tag table is what a logged batch not yet replayed leaves."""
+    from graphstore.cli import main
+
+    await storage.upsert(
+        [StoredNode(Node("a", "text", {}, frozenset({Link.bidir("kw", "x")})), unit([1, 0]))]
+    )
+    assert await asyncio.to_thread(main, ["--store", store_url(storage), "check"]) == 0
+    assert "batch" not in capsys.readouterr().out
+    storage.session.execute(
+        f'DELETE FROM "{KEYSPACE}"."{storage.table}_tags" WHERE kind = %s AND tag = %s AND node_id = %s',
+        ("kw", "x", "a"),
+    )
+    assert await asyncio.to_thread(main, ["--store", store_url(storage), "check"]) == 1
+    out = capsys.readouterr().out
+    assert "1 problems found" in out
+    assert "replaying logged batches" in out
+
+
+def store_url(storage: CassandraStorage) -> str:
+    host, _, port = cassandra_contact().partition(":")
+    return f"cassandra://{host}:{port or 9042}/{KEYSPACE}?table={storage.table}"

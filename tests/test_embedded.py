@@ -5,7 +5,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from graphstore.embedded import EmbeddedStorage
+from graphstore.errors import StoreOpenError
 from graphstore.links import Link
 from graphstore.nodes import Node, StoredNode, unit
 from graphstore.store import run_sync
@@ -48,3 +51,65 @@ def test_a_file_with_tag_rows_keyed_by_tag_still_works(tmp_path: Path):
     assert [hit.id for hit in hits] == ["a"]
     assert run_sync(reopened.search_tag(("kw", "x"), unit([1.0, 0.0]), 5, frozenset())) == []
     run_sync(reopened.close())
+
+
+V1_SCHEMA = [
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE nodes (id TEXT PRIMARY KEY, text TEXT NOT NULL, metadata TEXT NOT NULL, "
+    "links TEXT NOT NULL, embedding BLOB NOT NULL)",
+    "CREATE TABLE tags (kind TEXT NOT NULL, tag TEXT NOT NULL, node_id TEXT NOT NULL, "
+    "PRIMARY KEY (node_id, kind, tag)) WITHOUT ROWID",
+    "INSERT INTO meta VALUES ('format', 'graphstore-embedded')",
+    "INSERT INTO meta VALUES ('version', '1')",
+]
+
+
+@pytest.mark.parametrize("committed", range(1, 4))
+def test_a_file_whose_creation_was_cut_short_is_finished(tmp_path: Path, committed: int):
+    """Version 1 committed its schema statement by statement; a kill between two left these."""
+    path = tmp_path / "cut.db"
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA journal_mode = WAL")
+        for statement in V1_SCHEMA[:committed]:
+            db.execute(statement)
+    storage = EmbeddedStorage(path)
+    run_sync(storage.upsert([stored("a", "x")]))
+    assert run_sync(storage.check()) == []
+    run_sync(storage.close())
+
+
+def test_a_version_1_file_is_upgraded_and_keeps_its_nodes(tmp_path: Path):
+    path = tmp_path / "v1.db"
+    with sqlite3.connect(path) as db:
+        for statement in V1_SCHEMA:
+            db.execute(statement)
+        db.execute(
+            "INSERT INTO nodes VALUES ('old', 'old', '{}', ?, ?)",
+            ('[["kw", "bidir", "x"]]', unit([1.0, 0.0]).tobytes()),
+        )
+        db.execute("INSERT INTO meta VALUES ('dimension', '2')")
+        db.execute("INSERT INTO tags VALUES ('kw', 'x', 'old')")
+    storage = EmbeddedStorage(path)
+    reader = EmbeddedStorage(path)
+    run_sync(storage.upsert([stored("new", "x")]))
+    run_sync(storage.delete(["old"]))
+    hits = run_sync(reader.search_tag(("kw", "x"), unit([1.0, 0.0]), 5, frozenset()))
+    assert [hit.id for hit in hits] == ["new"]
+    assert run_sync(reader.check()) == []
+    run_sync(storage.close())
+    run_sync(reader.close())
+
+
+def test_a_file_locked_by_another_connection_is_not_called_foreign(tmp_path: Path):
+    path = tmp_path / "busy.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreOpenError) as error:
+            EmbeddedStorage(path)
+        assert "another connection holds the write lock" in str(error.value)
+        assert "not a graphstore file" not in str(error.value)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    run_sync(EmbeddedStorage(path).close())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from graphstore import GraphStore, Link, Node
+from graphstore import GraphStore, GraphStoreError, InvalidInputError, Link, Node, StorageError
 from graphstore.embedded import EmbeddedStorage
+from graphstore.nodes import StoredNode, unit
 from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings
 
@@ -60,7 +62,7 @@ async def test_failed_batch_leaves_whole_nodes_only_and_rerun_completes(backend)
 WRITER = textwrap.dedent(
     """
     import asyncio, sys
-    from graphstore import GraphStore, Link, Node
+    from graphstore import GraphStore, GraphStoreError, InvalidInputError, Link, Node, StorageError
     from graphstore.embedded import EmbeddedStorage
     from graphstore.testing.embeddings import KeyedEmbeddings
 
@@ -101,3 +103,100 @@ def test_process_killed_mid_write_leaves_a_consistent_store(tmp_path: Path):
         assert run_sync(storage.check()) == []
     finally:
         run_sync(storage.close())
+
+
+def keyed(node_id: str, text: str = "text", metadata=None, tag: str = "t") -> StoredNode:
+    node = Node(node_id, text, metadata or {}, frozenset({Link.bidir("kw", tag)}))
+    return StoredNode(node, unit([1.0, 0.0]))
+
+
+OTHER_WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from graphstore.embedded import EmbeddedStorage
+    from graphstore.nodes import Node, StoredNode, unit
+
+    storage = EmbeddedStorage(sys.argv[1], timeout=2.0)
+    asyncio.run(storage.upsert([StoredNode(Node("other", "other"), unit([0.0, 1.0]))]))
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        keyed("x\ud800"),
+        keyed("bad", text="x\ud800"),
+        keyed("bad", metadata={"m": "x\ud800"}),
+        keyed("bad", metadata={"big": 10**5000}),
+        keyed("bad", tag="x\ud800"),
+    ],
+    ids=["surrogate id", "surrogate text", "surrogate metadata", "huge int", "surrogate tag"],
+)
+def test_a_node_sqlite_cannot_take_rolls_back_its_batch_and_frees_the_file(tmp_path: Path, bad):
+    path = tmp_path / "store.db"
+    storage = EmbeddedStorage(path)
+    valid = [keyed(f"p{i}") for i in range(70)]
+    with pytest.raises(InvalidInputError, match="cannot be stored") as error:
+        run_sync(storage.upsert([*valid, bad]))
+    assert "\n" not in str(error.value)
+    assert run_sync(storage.stats()).nodes == 0
+    other = subprocess.run(
+        [sys.executable, "-c", OTHER_WRITER, str(path)], capture_output=True, text=True, check=False
+    )
+    assert other.returncode == 0, other.stderr
+    run_sync(storage.upsert(valid))
+    assert run_sync(storage.stats()).nodes == 71
+    assert run_sync(storage.check()) == []
+    run_sync(storage.close())
+
+
+def test_a_full_disk_is_one_line_and_keeps_earlier_writes(tmp_path: Path):
+    storage = EmbeddedStorage(tmp_path / "store.db")
+    run_sync(storage.upsert([keyed("first")]))
+    # SQLite's own page limit on this connection: the same SQLITE_FULL as a full disk.
+    pages = storage._db.execute("PRAGMA page_count").fetchone()[0]
+    storage._db.execute(f"PRAGMA max_page_count = {pages + 2}")
+    big = [keyed(f"p{i}", text="x" * 4000) for i in range(50)]
+    with pytest.raises(StorageError, match="database or disk is full") as error:
+        run_sync(storage.upsert(big))
+    assert "\n" not in str(error.value)
+    assert "rollback" not in str(error.value)
+    assert [s.node.id for s in run_sync(storage.get(["first", "p0"]))] == ["first"]
+    storage._db.execute("PRAGMA max_page_count = 1073741823")
+    run_sync(storage.upsert(big))
+    assert run_sync(storage.stats()).nodes == 51
+    run_sync(storage.close())
+
+
+def test_a_write_lock_held_too_long_is_one_line_and_reads_go_on(tmp_path: Path):
+    path = tmp_path / "store.db"
+    storage = EmbeddedStorage(path)
+    run_sync(storage.upsert([keyed("first")]))
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        assert run_sync(storage.stats()).nodes == 1
+        with pytest.raises(StorageError, match="another connection holds the write lock") as e:
+            run_sync(storage.upsert([keyed("second")]))
+        assert "\n" not in str(e.value)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    run_sync(storage.upsert([keyed("second")]))
+    assert run_sync(storage.stats()).nodes == 2
+    run_sync(storage.close())
+
+
+def test_a_corrupt_page_is_one_line(tmp_path: Path):
+    path = tmp_path / "store.db"
+    storage = EmbeddedStorage(path)
+    run_sync(storage.upsert([keyed(f"p{i}", text="x" * 3000) for i in range(100)]))
+    run_sync(storage.close())
+    data = bytearray(path.read_bytes())
+    page = 4096
+    data[10 * page : 20 * page] = b"\xff" * (10 * page)
+    path.write_bytes(bytes(data))
+    with pytest.raises(GraphStoreError, match="malformed") as error:
+        EmbeddedStorage(path)
+    assert "\n" not in str(error.value)

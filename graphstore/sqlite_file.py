@@ -1,0 +1,178 @@
+"""The embedded store's SQLite file: opening, creating, migrating, and one-line error causes.
+
+A new file is initialised in one transaction, so a process killed while creating it leaves
+either an empty SQLite file (initialised by the next open) or a complete store, never a file
+refused forever; files that an earlier version left half-initialised (its schema statements
+committed one by one) are finished too.  A file whose folder or itself is not writable, as on
+read-only media, is opened read-only without writing anything (``immutable`` when SQLite
+cannot create the WAL index beside it).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from graphstore.errors import StoreOpenError
+
+FORMAT = "graphstore-embedded"
+FORMAT_VERSION = 2
+"""1: no change sequence; 2: `nodes.seq` and `deleted`, so readers refresh incrementally."""
+
+CREATE = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE nodes (
+        id TEXT PRIMARY KEY,
+        text TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        links TEXT NOT NULL,
+        embedding BLOB NOT NULL,
+        seq INTEGER NOT NULL DEFAULT 0
+    )""",
+    """CREATE TABLE tags (
+        kind TEXT NOT NULL,
+        tag TEXT NOT NULL,
+        node_id TEXT NOT NULL,
+        PRIMARY KEY (node_id, kind, tag)
+    ) WITHOUT ROWID""",
+)
+
+CHANGE_LOG = (
+    "CREATE TABLE deleted (id TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",
+    "CREATE INDEX nodes_by_seq ON nodes (seq)",
+    "CREATE INDEX deleted_by_seq ON deleted (seq)",
+)
+"""The change sequence: every write transaction stamps the nodes it writes, and a tombstone
+for each node it deletes, with one number above all earlier ones."""
+
+State = Literal["empty", "v1", "current"]
+OUR_TABLES = frozenset({"meta", "nodes", "tags", "deleted"})
+
+
+@dataclass(frozen=True)
+class OpenedFile:
+    connection: sqlite3.Connection
+    read_only: bool
+    has_change_log: bool
+    """False only for a read-only file written by version 1: readers then reload in full."""
+
+
+def cause(error: sqlite3.Error, timeout: float) -> str:
+    """What went wrong, in words a user can act on, with SQLite's own message."""
+    code = getattr(error, "sqlite_errorcode", 0) & 0xFF
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return f"another connection holds the write lock (waited up to {timeout:g} s: {error})"
+    if code == sqlite3.SQLITE_CORRUPT:
+        return f"the file is corrupt ({error})"
+    if code == sqlite3.SQLITE_NOTADB:
+        return f"it is not a graphstore file ({error})"
+    if code == sqlite3.SQLITE_READONLY:
+        return f"the file is read-only ({error})"
+    return str(error)
+
+
+def writable(file: Path) -> bool:
+    """Whether SQLite can write `file` and create its WAL files beside it."""
+    return os.access(file, os.W_OK) and os.access(file.parent, os.W_OK)
+
+
+def open_file(path: str, timeout: float) -> OpenedFile:
+    """Open (creating or upgrading when writable) the store at `path`, or `:memory:`."""
+    read_only = False
+    if path != ":memory:":
+        file = Path(path)
+        if file.is_dir():
+            raise StoreOpenError(f"{path} is a directory, not a graphstore file")
+        if not file.parent.exists():
+            raise StoreOpenError(f"cannot create {path}: {file.parent} does not exist")
+        read_only = file.exists() and not writable(file)
+    try:
+        if read_only:
+            db = _connect_read_only(Path(path), timeout)
+            state = _state(db, path)
+            if state == "empty":
+                raise StoreOpenError(f"{path} is read-only and not yet a graphstore file")
+            has_change_log = state == "current"
+        else:
+            db = sqlite3.connect(path, timeout, isolation_level=None, check_same_thread=False)
+            ours = _state(db, path) == "current"  # refuses a foreign file before writing it
+            db.execute("PRAGMA journal_mode = WAL")
+            if not ours:
+                _initialise(db, path)
+            has_change_log = True
+        db.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.Error as error:
+        raise StoreOpenError(f"cannot open {path}: {cause(error, timeout)}") from error
+    return OpenedFile(db, read_only, has_change_log)
+
+
+def _connect_read_only(file: Path, timeout: float) -> sqlite3.Connection:
+    """A read-only connection; `immutable` when the WAL index cannot be created or used."""
+    uri = file.absolute().as_uri()
+    db = sqlite3.connect(
+        f"{uri}?mode=ro", timeout, isolation_level=None, check_same_thread=False, uri=True
+    )
+    try:
+        _tables(db)
+    except sqlite3.OperationalError as error:
+        if error.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN:
+            raise
+        db.close()
+        db = sqlite3.connect(
+            f"{uri}?mode=ro&immutable=1",
+            timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=True,
+        )
+    return db
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _state(db: sqlite3.Connection, path: str) -> State:
+    """`current`, `v1` (to upgrade) or `empty` (to initialise; also what an earlier version
+    left when killed while creating the file, its schema committed statement by statement);
+    raises for another program's file or a newer format."""
+    tables = _tables(db)
+    if not tables:
+        return "empty"
+    if not tables <= OUR_TABLES:
+        raise StoreOpenError(f"{path} is an SQLite file of another program")
+    meta = dict(db.execute("SELECT key, value FROM meta")) if "meta" in tables else {}
+    if meta.get("format") != FORMAT:
+        if meta or ("nodes" in tables and db.execute("SELECT 1 FROM nodes").fetchone()):
+            raise StoreOpenError(f"{path} is an SQLite file of another program")
+        return "empty"
+    version = int(meta.get("version", "1"))
+    if version > FORMAT_VERSION:
+        raise StoreOpenError(f"{path} was written by a newer graphstore (format {version})")
+    return "current" if version == FORMAT_VERSION else "v1"
+
+
+def _initialise(db: sqlite3.Connection, path: str) -> None:
+    """Create or upgrade the schema in one transaction, deciding again under the write lock."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        state = _state(db, path)
+        if state == "empty":
+            for table in _tables(db):
+                db.execute(f"DROP TABLE {table}")  # empty, and one of ours: checked above
+            for statement in CREATE:
+                db.execute(statement)
+            db.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
+        elif state == "v1":
+            db.execute("ALTER TABLE nodes ADD COLUMN seq INTEGER NOT NULL DEFAULT 0")
+        if state != "current":
+            for statement in CHANGE_LOG:
+                db.execute(statement)
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (str(FORMAT_VERSION),))
+        db.execute("COMMIT")
+    finally:
+        if db.in_transaction:
+            db.execute("ROLLBACK")

@@ -1,0 +1,326 @@
+"""Several real processes on one embedded store: each sees the others' committed writes, a
+creation killed at any moment leaves a file that opens, and read-only media can be read."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from graphstore.embedded import EmbeddedStorage
+from graphstore.links import Link
+from graphstore.nodes import Node, StoredNode, unit
+from graphstore.store import run_sync
+
+QUERY = unit([1.0, 0.0, 0.0])
+
+# A second process that applies the operations it reads from stdin, one JSON line each, and
+# answers "done" after each has committed.
+OTHER_PROCESS = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from graphstore.embedded import EmbeddedStorage
+    from graphstore.links import Link
+    from graphstore.nodes import Node, StoredNode, unit
+
+    storage = EmbeddedStorage(sys.argv[1])
+    for line in sys.stdin:
+        op = json.loads(line)
+        if op["op"] == "upsert":
+            nodes = [
+                StoredNode(
+                    Node(n["id"], n["id"], n["metadata"],
+                         frozenset(Link.bidir("kw", tag) for tag in n["tags"])),
+                    unit(n["vector"]),
+                )
+                for n in op["nodes"]
+            ]
+            asyncio.run(storage.upsert(nodes))
+        else:
+            asyncio.run(storage.delete(op["ids"]))
+        print("done", flush=True)
+    """
+)
+
+
+class OtherProcess:
+    """A live second process holding the same file open."""
+
+    def __init__(self, path: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", OTHER_PROCESS, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def send(self, **op: object) -> None:
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        self.process.stdin.write(json.dumps(op) + "\n")
+        self.process.stdin.flush()
+        assert self.process.stdout.readline() == "done\n"
+
+    def upsert(self, *nodes: tuple[str, list[str], list[float]]) -> None:
+        self.send(
+            op="upsert",
+            nodes=[
+                {"id": i, "tags": tags, "vector": vector, "metadata": {"by": "other"}}
+                for i, tags, vector in nodes
+            ],
+        )
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        assert self.process.wait(timeout=30) == 0
+
+
+def stored(node_id: str, tags: list[str], vector: list[float]) -> StoredNode:
+    links = frozenset(Link.bidir("kw", tag) for tag in tags)
+    return StoredNode(Node(node_id, node_id, {"by": "me"}, links), unit(vector))
+
+
+def hits(storage: EmbeddedStorage, k: int = 3) -> list[str]:
+    return [hit.stored.node.id for hit in run_sync(storage.search(QUERY, k, frozenset()))]
+
+
+def tag_ids(storage: EmbeddedStorage, tag: str) -> list[str]:
+    return [hit.id for hit in run_sync(storage.search_tag(("kw", tag), QUERY, 10, frozenset()))]
+
+
+def tag_rows(storage: EmbeddedStorage, tag: str) -> set[tuple[str, float, frozenset]]:
+    """Every node under `tag` with its score and outgoing tags (a set: equal scores tie)."""
+    found = run_sync(storage.search_tag(("kw", tag), QUERY, 100, frozenset()))
+    return {(hit.id, round(hit.similarity, 6), hit.outgoing) for hit in found}
+
+
+def test_an_open_store_sees_another_process_add_update_and_delete(tmp_path: Path):
+    path = tmp_path / "store.db"
+    mine = EmbeddedStorage(path)
+    run_sync(
+        mine.upsert(
+            [
+                stored("near", ["a"], [1.0, 0.1, 0.0]),
+                stored("mid", ["a"], [1.0, 0.5, 0.0]),
+                stored("far", ["b"], [1.0, 1.0, 0.0]),
+                stored("farthest", ["b"], [0.0, 1.0, 0.0]),
+            ]
+        )
+    )
+    assert hits(mine) == ["near", "mid", "far"]
+    other = OtherProcess(path)
+    try:
+        other.upsert(("exact", ["c"], [1.0, 0.0, 0.0]))
+        assert hits(mine) == ["exact", "near", "mid"]
+        assert run_sync(mine.stats()).nodes == 5
+        other.send(op="delete", ids=["near"])
+        assert hits(mine) == ["exact", "mid", "far"]
+        assert [s.node.id for s in run_sync(mine.get(["near", "exact"]))] == ["exact"]
+        other.upsert(("mid", ["c"], [1.0, 0.5, 0.0]))
+        assert tag_ids(mine, "a") == []
+        assert tag_ids(mine, "c") == ["exact", "mid"]
+        assert run_sync(mine.get(["mid"]))[0].node.metadata == {"by": "other"}
+        stats = run_sync(mine.stats())
+        assert (stats.nodes, stats.tag_rows, stats.tags) == (4, 4, 2)
+        # and the other way round: what this process writes, the other builds on
+        run_sync(mine.delete(["exact"]))
+        other.upsert(("exact", ["b"], [1.0, 0.0, 0.0]))
+        assert tag_ids(mine, "b") == ["exact", "far", "farthest"]
+    finally:
+        other.close()
+    assert run_sync(mine.check()) == []
+    run_sync(mine.close())
+
+
+def test_many_changes_from_another_process_leave_the_same_index_as_a_fresh_open(tmp_path: Path):
+    """The incremental refresh against a full load, over random adds, updates and deletes."""
+    path = tmp_path / "store.db"
+    mine = EmbeddedStorage(path)
+    other = OtherProcess(path)
+    rng = random.Random(16)
+    ids = [f"n{i}" for i in range(40)]
+    try:
+        for _ in range(12):
+            chosen = rng.sample(ids, 8)
+            other.upsert(
+                *(
+                    (i, rng.sample("abcdef", 2), [rng.random(), rng.random(), rng.random()])
+                    for i in chosen
+                )
+            )
+            other.send(op="delete", ids=rng.sample(ids, 3))
+            if rng.random() < 0.5:
+                run_sync(mine.upsert([stored(rng.choice(ids), ["a"], [0.3, 0.2, 0.1])]))
+            fresh = EmbeddedStorage(path)
+            try:
+                assert run_sync(mine.stats()) == run_sync(fresh.stats())
+                assert set(hits(mine, 100)) == set(hits(fresh, 100))
+                for tag in "abcdef":
+                    assert tag_rows(mine, tag) == tag_rows(fresh, tag)
+            finally:
+                run_sync(fresh.close())
+    finally:
+        other.close()
+    run_sync(mine.close())
+
+
+INGEST = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from graphstore import GraphStore
+    from graphstore.embedded import EmbeddedStorage
+    from graphstore.ingest import ingest
+    from graphstore.testing.embeddings import KeyedEmbeddings
+
+    async def main():
+        store = GraphStore(KeyedEmbeddings(dimension=16), EmbeddedStorage(sys.argv[1]))
+        print("ready", flush=True)
+        sys.stdin.readline()
+        report = await ingest(store, [Path(sys.argv[2])], linkers=[], batch_size=20)
+        stats = await store.astats()
+        print(report.passages, stats.nodes, flush=True)
+        await store.aclose()
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_two_concurrent_ingests_each_report_what_the_store_holds(tmp_path: Path):
+    path = tmp_path / "store.db"
+    for name in ("x", "y"):
+        folder = tmp_path / name
+        folder.mkdir()
+        for i in range(30):
+            (folder / f"{name}{i}.txt").write_text(f"{name} file {i}\n\nsecond passage of {i}\n")
+    EmbeddedStorage(path)  # created before either ingest opens it
+    ingests = [
+        subprocess.Popen(
+            [sys.executable, "-c", INGEST, str(path), str(tmp_path / name)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("x", "y")
+    ]
+    for ingest in ingests:  # both hold the store open before either writes
+        assert ingest.stdout is not None
+        assert ingest.stdout.readline() == "ready\n"
+    reports = []
+    for ingest in ingests:
+        out, _ = ingest.communicate("go\n", timeout=120)
+        assert ingest.returncode == 0
+        reports.append(tuple(int(n) for n in out.split()))
+    written = sum(passages for passages, _ in reports)
+    stored_now = run_sync(EmbeddedStorage(path).stats()).nodes
+    assert stored_now == written >= 60
+    assert all(seen >= passages for passages, seen in reports)
+    assert max(seen for _, seen in reports) == stored_now
+
+
+def test_a_creation_killed_at_any_moment_leaves_a_file_that_opens(tmp_path: Path):
+    """kill -9 at random moments inside `EmbeddedStorage(new file)`, in forked processes."""
+    started = time.perf_counter()
+    run_sync(EmbeddedStorage(tmp_path / "timing.db").close())
+    creation = time.perf_counter() - started
+    rng = random.Random(10)
+    for attempt in range(150):
+        path = tmp_path / f"{attempt}.db"
+        child = os.fork()
+        if child == 0:
+            try:
+                EmbeddedStorage(path)
+            finally:
+                os._exit(0)
+        time.sleep(rng.uniform(0, 1.5 * creation))
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        storage = EmbeddedStorage(path)
+        try:
+            run_sync(storage.upsert([stored("a", ["t"], [1.0, 0.0, 0.0])]))
+            assert run_sync(storage.stats()).nodes == 1
+        finally:
+            run_sync(storage.close())
+
+
+READ_ONLY_READER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from graphstore import StorageError
+    from graphstore.embedded import EmbeddedStorage
+    from graphstore.nodes import Node, StoredNode, unit
+
+    async def main():
+        storage = EmbeddedStorage(sys.argv[1])
+        stats = await storage.stats()
+        found = await storage.search(unit([1.0, 0.0, 0.0]), 2, frozenset())
+        problems = await storage.check()
+        try:
+            await storage.upsert([StoredNode(Node("new", "new"), unit([1.0, 0.0, 0.0]))])
+            refused = None
+        except StorageError as error:
+            refused = str(error)
+        await storage.close()
+        print(json.dumps({"nodes": stats.nodes, "hits": [h.stored.node.id for h in found],
+                          "problems": problems, "refused": refused}))
+
+    asyncio.run(main())
+    """
+)
+
+
+def read_only_mount(source: Path, target: Path, command: list[str]) -> subprocess.CompletedProcess:
+    """Run `command` where `target` is `source` mounted read-only (a user and mount namespace
+    of its own, so nothing outside the test sees the mount)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1) to mount a folder read-only")
+    script = (
+        f'mount --bind "{source}" "{target}" && mount -o remount,ro,bind "{target}" && exec "$@"'
+    )
+    result = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh", *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if "mount" in result.stderr and result.returncode != 0 and not result.stdout:
+        pytest.skip(f"cannot mount read-only here: {result.stderr.strip()}")
+    return result
+
+
+def test_a_store_on_read_only_media_opens_for_reading(tmp_path: Path):
+    source = tmp_path / "disk"
+    source.mkdir()
+    storage = EmbeddedStorage(source / "store.db")
+    run_sync(
+        storage.upsert(
+            [stored("near", ["a"], [1.0, 0.1, 0.0]), stored("far", ["a"], [0.0, 1.0, 0.0])]
+        )
+    )
+    run_sync(storage.close())
+    before = {file.name: file.read_bytes() for file in source.iterdir()}
+    media = tmp_path / "media"
+    media.mkdir()
+    result = read_only_mount(
+        source, media, [sys.executable, "-c", READ_ONLY_READER, str(media / "store.db")]
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["nodes"] == 2
+    assert seen["hits"] == ["near", "far"]
+    assert seen["problems"] == []
+    assert "read-only" in seen["refused"]
+    assert "\n" not in seen["refused"]
+    assert {file.name: file.read_bytes() for file in source.iterdir()} == before
