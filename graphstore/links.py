@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from graphstore.errors import InvalidInputError
+from graphstore.utf8 import check_utf8
 
 Direction = Literal["in", "out", "bidir"]
 DIRECTIONS: frozenset[str] = frozenset(get_args(Direction))
@@ -83,6 +84,7 @@ def as_link(value: Any) -> Link:
             raise InvalidInputError(
                 f"link {name} is {len(text)} characters long; the limit is {MAX_TAG_LENGTH}"
             )
+        check_utf8(f"link {name}", text)
     return Link(kind, direction, tag)
 
 
