@@ -89,6 +89,7 @@ SEARCH_TAG = (
 SCAN_NODES = "SELECT node_id, links, outgoing, filter_terms FROM {nodes}"
 SCAN_TAGS = "SELECT kind, tag, node_id, outgoing, filter_terms FROM {tags}"
 SCAN_TAG_KEYS = "SELECT kind, tag FROM {tags}"
+SCAN_NODE_IDS = "SELECT node_id FROM {nodes}"
 SELECT_DIMENSION = (
     "SELECT type FROM system_schema.columns "
     "WHERE keyspace_name = ? AND table_name = ? AND column_name = 'embedding'"
@@ -171,7 +172,10 @@ def parse_url(url: str) -> CassandraURL:
 
     Error messages name the faulty part only, never the URL, which may hold a password.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:  # e.g. an unclosed "[" of an IPv6 address
+        raise InvalidInputError(f"the cassandra:// URL is malformed: {error}") from None
     if parts.scheme != "cassandra":
         raise InvalidInputError("a Cassandra store URL must start with cassandra://")
     userinfo, _, hostlist = parts.netloc.rpartition("@")
@@ -468,13 +472,18 @@ class CassandraStorage(Storage):
         identifier("table", table)
         replication_map = replication_cql(replication)
         auth = PlainTextAuthProvider(username, password or "") if username else None
-        cluster = Cluster(
-            list(contact_points),
-            port=port,
-            auth_provider=auth,
-            ssl_context=ssl_context,
-            execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile()},
-        )
+        where = ", ".join(f"{host}:{port}" for host in contact_points)
+        try:
+            # Cluster() resolves the host names: an unknown one fails here.
+            cluster = Cluster(
+                list(contact_points),
+                port=port,
+                auth_provider=auth,
+                ssl_context=ssl_context,
+                execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile()},
+            )
+        except Exception as error:
+            raise StoreOpenError(f"cannot open Cassandra at {where}: {_one_line(error)}") from error
         try:
             session = cluster.connect()
             session.execute(
@@ -487,7 +496,6 @@ class CassandraStorage(Storage):
             raise
         except Exception as error:
             cluster.shutdown()
-            where = ", ".join(f"{host}:{port}" for host in contact_points)
             raise StoreOpenError(f"cannot open Cassandra at {where}: {_one_line(error)}") from error
         storage._cluster = cluster
         return storage
@@ -752,6 +760,11 @@ class CassandraStorage(Storage):
             dimension=self._dimension,
             tag_frequencies={key: counts[key] for key in frequent},
         )
+
+    async def node_ids(self) -> list[str]:
+        if self._dimension is None:
+            return []
+        return [row[0] for row in await self._run(SCAN_NODE_IDS, ())]
 
     async def check(self) -> list[str]:
         """Compare both tables in full: tag rows per node, and their denormalized columns."""

@@ -53,6 +53,19 @@ class Passage:
         return f"{self.source}#{self.position}"
 
 
+def passage_source(node_id: str) -> str | None:
+    """The source of a passage id made by the splitters (`source#position`), else None."""
+    source, mark, position = node_id.rpartition("#")
+    if (
+        mark
+        and position.isascii()
+        and position.isdigit()
+        and Path(source).suffix.lower() in SUFFIXES
+    ):
+        return source
+    return None
+
+
 def read_text(path: Path) -> str:
     """A file's text as UTF-8 (a BOM and CRLF tolerated), or a one-line error."""
     try:

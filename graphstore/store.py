@@ -148,6 +148,10 @@ class GraphStore:
 
     # -- reading -------------------------------------------------------------------------
 
+    async def anode_ids(self) -> list[str]:
+        """Every node id (a full scan: for maintenance, not queries)."""
+        return await self.storage.node_ids()
+
     async def aget(self, ids: Sequence[str]) -> list[Node]:
         """The nodes with these ids, in the order asked, skipping unknown ids."""
         return [stored.node for stored in await self.storage.get(self._ids(ids))]

