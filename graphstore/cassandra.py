@@ -90,6 +90,7 @@ COUNT_TAG = "SELECT COUNT(*) FROM {tags} WHERE kind = ? AND tag = ?"
 SCAN_NODES = "SELECT node_id, links, outgoing, filter_terms FROM {nodes}"
 SCAN_TAGS = "SELECT kind, tag, node_id, outgoing, filter_terms FROM {tags}"
 SCAN_TAG_KEYS = "SELECT kind, tag FROM {tags}"
+SCAN_NODE_IDS = "SELECT node_id FROM {nodes}"
 SELECT_DIMENSION = (
     "SELECT type FROM system_schema.columns "
     "WHERE keyspace_name = ? AND table_name = ? AND column_name = 'embedding'"
@@ -172,7 +173,10 @@ def parse_url(url: str) -> CassandraURL:
 
     Error messages name the faulty part only, never the URL, which may hold a password.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:  # e.g. an unclosed "[" of an IPv6 address
+        raise InvalidInputError(f"the cassandra:// URL is malformed: {error}") from None
     if parts.scheme != "cassandra":
         raise InvalidInputError("a Cassandra store URL must start with cassandra://")
     userinfo, _, hostlist = parts.netloc.rpartition("@")
@@ -469,13 +473,18 @@ class CassandraStorage(Storage):
         identifier("table", table)
         replication_map = replication_cql(replication)
         auth = PlainTextAuthProvider(username, password or "") if username else None
-        cluster = Cluster(
-            list(contact_points),
-            port=port,
-            auth_provider=auth,
-            ssl_context=ssl_context,
-            execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile()},
-        )
+        where = ", ".join(f"{host}:{port}" for host in contact_points)
+        try:
+            # Cluster() resolves the host names: an unknown one fails here.
+            cluster = Cluster(
+                list(contact_points),
+                port=port,
+                auth_provider=auth,
+                ssl_context=ssl_context,
+                execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile()},
+            )
+        except Exception as error:
+            raise StoreOpenError(f"cannot open Cassandra at {where}: {_one_line(error)}") from error
         try:
             session = cluster.connect()
             session.execute(
@@ -488,7 +497,6 @@ class CassandraStorage(Storage):
             raise
         except Exception as error:
             cluster.shutdown()
-            where = ", ".join(f"{host}:{port}" for host in contact_points)
             raise StoreOpenError(f"cannot open Cassandra at {where}: {_one_line(error)}") from error
         storage._cluster = cluster
         return storage
@@ -765,6 +773,11 @@ class CassandraStorage(Storage):
         "after a node was stopped or restarted, Cassandra may still be replaying logged batches "
         "(its batchlog, usually within a few minutes): run check again before repairing anything"
     )
+
+    async def node_ids(self) -> list[str]:
+        if self._dimension is None:
+            return []
+        return [row[0] for row in await self._run(SCAN_NODE_IDS, ())]
 
     async def check(self) -> list[str]:
         """Compare both tables in full: tag rows per node, and their denormalized columns."""

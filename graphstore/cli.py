@@ -1,13 +1,18 @@
 """The `graphstore` command: ingest, search, show, stats, check.
 
-The store is chosen with `--store` or `GRAPHSTORE_STORE` (see `graphstore.location`).  Every
-failure the user can fix prints one line, `graphstore: error: …`, and exits with status 2.
+The store is chosen with `--store` or `GRAPHSTORE_STORE` (see `graphstore.location`); it is
+printed only through `redact`, so a password in a URL never is.  Every failure the user can
+fix prints one line, `graphstore: error: …`, and exits with status 2; only `ingest` creates a
+store file, and removes it again if the ingest fails before storing anything.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import math
+import os
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -22,10 +27,17 @@ from graphstore.ingest import (
     ingest,
     text_linker,
 )
-from graphstore.location import STORE_ENV, open_storage, store_location
+from graphstore.location import (
+    STORE_ENV,
+    new_store_file,
+    open_storage,
+    redact,
+    remove_store_file,
+    store_location,
+)
 from graphstore.nodes import Hit
 from graphstore.prompt import DEFAULT_TEMPLATE, awriter_context
-from graphstore.splitting import MAX_CHARS, read_text
+from graphstore.splitting import MAX_CHARS, check_max_chars, read_text
 from graphstore.store import GraphStore
 
 LINK_CHOICES = (
@@ -68,6 +80,11 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument(
         "--max-chars", type=int, default=MAX_CHARS, help="largest passage, in characters"
     )
+    add.add_argument(
+        "--root",
+        type=Path,
+        help="passage ids are file paths relative to this folder (default: the current one)",
+    )
 
     search = commands.add_parser("search", help="similarity, traversal or MMR-traversal search")
     search.add_argument("query")
@@ -77,7 +94,14 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--fetch-k", type=int, default=20)
     search.add_argument("--adjacent-k", type=int, default=10)
     search.add_argument("--lambda", dest="lambda_mult", type=float, default=0.5)
-    search.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE")
+    search.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="VALUE is a JSON number, true/false or quoted string when it parses as one, "
+        "else the text as given",
+    )
 
     prompt = commands.add_parser("prompt", help="passages for a writer's prompt about a scene")
     prompt.add_argument("scene")
@@ -156,13 +180,24 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
     return linkers
 
 
-def _filter(pairs: Sequence[str]) -> dict[str, str] | None:
-    parsed: dict[str, str] = {}
+def _filter_value(text: str) -> str | int | float | bool:
+    """`3` → 3, `2.5` → 2.5, `true` → True, `"3"` → "3"; anything else is the text itself."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(value, float) and not math.isfinite(value):
+        return text
+    return value if isinstance(value, (str, int, float, bool)) else text
+
+
+def _filter(pairs: Sequence[str]) -> dict[str, str | int | float | bool] | None:
+    parsed: dict[str, str | int | float | bool] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise InvalidInputError(f"--filter expects KEY=VALUE, got {pair!r}")
-        parsed[key] = value
+        parsed[key] = _filter_value(value)
     return parsed or None
 
 
@@ -180,24 +215,36 @@ def _print_hit(rank: int, hit: Hit) -> None:
 
 async def _run(args: argparse.Namespace) -> int:
     location = store_location(args.store)
-    if args.command == "ingest":
+    creating = args.command == "ingest"
+    if creating:
+        check_max_chars(args.max_chars)
         linkers = _linkers(args)
-    storage = open_storage(location)
-    try:
-        if args.command in ("ingest", "search", "prompt"):
-            from graphstore.embeddings import load_embeddings
+    if args.command in ("ingest", "search", "prompt"):
+        from graphstore.embeddings import load_embeddings
 
-            store = GraphStore(load_embeddings(args.model), storage)
-        else:
-            store = GraphStore(None, storage)
-        return await _command(args, store, location, linkers if args.command == "ingest" else [])
+        embeddings = load_embeddings(args.model)
+    else:
+        embeddings = None
+    new_file = new_store_file(location) if creating else None
+    storage = open_storage(location, create=creating)
+    done = False
+    try:
+        status = await _command(
+            args, GraphStore(embeddings, storage), redact(location), linkers if creating else []
+        )
+        done = True
+        return status
     finally:
+        empty = new_file is not None and not done and (await storage.stats(0)).nodes == 0
         await storage.close()
+        if new_file is not None and empty:
+            remove_store_file(new_file)
 
 
 async def _command(
-    args: argparse.Namespace, store: GraphStore, location: str, linkers: list[PassageLinker]
+    args: argparse.Namespace, store: GraphStore, shown: str, linkers: list[PassageLinker]
 ) -> int:
+    """Run one command; `shown` is the store location as printed (see `redact`)."""
     if args.command == "ingest":
         from tqdm import tqdm
 
@@ -208,13 +255,15 @@ async def _command(
             linkers=linkers,
             tag_filter=None if args.max_tag_df is None else TagFrequencyFilter(args.max_tag_df),
             max_chars=args.max_chars,
+            root=args.root,
             on_plan=lambda total: setattr(bar, "total", total),
             on_batch=bar.update,
         )
         bar.close()
         stats = await store.astats()
         print(
-            f"ingested {report.passages} passages from {report.files} files into {location}; "
+            f"ingested {report.passages} passages from {report.files} files into "
+            f"{shown}; removed {report.removed} stale passages; "
             f"store has {stats.nodes} passages, {stats.tags} tags, {stats.tag_rows} tag rows"
         )
     elif args.command == "search":
@@ -263,7 +312,7 @@ async def _command(
     elif args.command == "show":
         nodes = await store.aget([args.id])
         if not nodes:
-            raise InvalidInputError(f"no passage with id {args.id!r} in {location}")
+            raise InvalidInputError(f"no passage with id {args.id!r} in {shown}")
         node = nodes[0]
         print(f"id: {node.id}\nmetadata: {dict(node.metadata)}")
         for link in sorted(node.links):
@@ -271,7 +320,7 @@ async def _command(
         print(f"\n{node.text}")
     elif args.command == "stats":
         stats = await store.astats(args.top)
-        print(f"store: {location}\npassages: {stats.nodes}\ntags: {stats.tags}")
+        print(f"store: {shown}\npassages: {stats.nodes}\ntags: {stats.tags}")
         print(f"tag rows: {stats.tag_rows}\nembedding dimension: {stats.dimension}")
         if stats.tag_frequencies:
             print("most frequent tags (passages linking in):")
@@ -281,7 +330,7 @@ async def _command(
         problems = await store.acheck()
         for problem in problems:
             print(problem)
-        print(f"{len(problems)} problems found in {location}")
+        print(f"{len(problems)} problems found in {shown}")
         if problems and store.storage.check_note:
             print(f"note: {store.storage.check_note}")
         return 1 if problems else 0
@@ -292,10 +341,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `graphstore` command."""
     args = _parser().parse_args(argv)
     try:
-        return asyncio.run(_run(args))
+        status = asyncio.run(_run(args))
+        sys.stdout.flush()  # here, so a closed pipe is caught below, not at exit
+        return status
     except GraphStoreError as error:
-        print(f"graphstore: error: {error}", file=sys.stderr)
+        message = str(error).replace(store_location(args.store), redact(store_location(args.store)))
+        print(f"graphstore: error: {message}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader left (`graphstore search … | head -1`): stop quietly, as `cat` does.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print("graphstore: interrupted", file=sys.stderr)
         return 130

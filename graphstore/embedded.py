@@ -453,6 +453,10 @@ class EmbeddedStorage(Storage):
                 tag_frequencies={tag: len(postings[tag]) for tag in frequent},
             )
 
+    async def node_ids(self) -> list[str]:
+        with self._lock:
+            return [row[0] for row in self._db.execute("SELECT id FROM nodes")]
+
     async def check(self) -> list[str]:
         with self._lock, self._failures("checking"), self._transaction():
             self._refresh()

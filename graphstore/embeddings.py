@@ -66,7 +66,13 @@ class SentenceTransformerEmbeddings(LocalEmbeddings):
             os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
             from sentence_transformers import SentenceTransformer
 
-            self._model = SentenceTransformer(str(self.model_dir), device="cpu")
+            try:
+                self._model = SentenceTransformer(str(self.model_dir), device="cpu")
+            except Exception as error:  # the library raises many kinds for a broken folder
+                first_line = str(error).strip().splitlines()[:1] or [type(error).__name__]
+                raise InvalidInputError(
+                    f"cannot load the model in {self.model_dir}: {first_line[0]}"
+                ) from error
         return self._model
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -119,6 +125,10 @@ def load_embeddings(name: str = DEFAULT_MODEL) -> Embeddings:
     if name == "e5":
         return E5Embeddings()
     if Path(name).is_dir():
+        if not (Path(name) / "config.json").is_file():
+            raise InvalidInputError(
+                f"{name} is not a sentence-transformers model directory (it has no config.json)"
+            )
         return SentenceTransformerEmbeddings(name)
     raise InvalidInputError(
         f"unknown embedding model {name!r}: use minilm, e5 or a local model directory"

@@ -1,12 +1,20 @@
 """The ingest pipeline: files → passages → link tags → nodes → the store (embedded in batches).
 
-Every file is read and split once up front, so an unreadable file stops the run before the
-store changes; passages are then linked and written in batches, keeping memory bounded.
-Passage ids are `source#position`, so running the same ingest again overwrites in place.
+Every file is read, split and its passages validated once up front, so an unreadable file or
+an unstorable passage stops the run before the store changes; passages are then linked and
+written in batches, keeping memory bounded.
+
+Passage ids are `source#position`, the source being the file's path relative to a root (the
+current directory unless told otherwise), or its absolute path when the file lies outside the
+root: two files never share a source, and running the same ingest again from the same root
+overwrites in place.  After a successful run, the passages stored under the paths ingested
+that the run did not write (of files since deleted, or past the new end of a file that
+shrank) are removed.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +24,10 @@ from extractors.frequency import TagFrequencyFilter
 from extractors.hierarchy import HierarchyLinkExtractor
 from extractors.html_links import HtmlInput, HtmlLinkExtractor
 from graphstore.errors import InvalidInputError
-from graphstore.links import Link
+from graphstore.links import Link, bounded
 from graphstore.nodes import Node
-from graphstore.splitting import MAX_CHARS, SUFFIXES, Passage, split_file
-from graphstore.store import GraphStore
+from graphstore.splitting import MAX_CHARS, SUFFIXES, Passage, passage_source, split_file
+from graphstore.store import GraphStore, check_node
 
 PassageLinker = Callable[[Sequence[Passage]], list[set[Link]]]
 """Links for a batch of passages, one set per passage."""
@@ -28,21 +36,65 @@ BATCH_SIZE = 256
 """Passages linked, embedded and written together: the unit of an ingest's memory."""
 
 
-def discover(paths: Iterable[Path]) -> list[tuple[Path, str]]:
-    """Every ingestible file under `paths`, with its source name relative to the argument."""
-    found: list[tuple[Path, str]] = []
+def source_name(path: Path, root: Path) -> str:
+    """A file's (or folder's) name in passage ids: relative to `root` when inside it, else
+    absolute; `/` separators; bytes of a file name that are not UTF-8 written as `\\xNN`."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        name = absolute.relative_to(os.path.abspath(root)).as_posix()
+    except ValueError:
+        name = absolute.as_posix()
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def discover(paths: Iterable[Path], root: Path | None = None) -> list[tuple[Path, str]]:
+    """Every ingestible file under `paths` once, with its source name (see `source_name`)."""
+    base = Path.cwd() if root is None else root
+    found: dict[str, tuple[Path, str]] = {}
     for path in paths:
         if path.is_dir():
-            for file in sorted(path.rglob("*")):
-                if file.is_file() and file.suffix.lower() in SUFFIXES:
-                    found.append((file, file.relative_to(path).as_posix()))
+            files = [
+                f for f in sorted(path.rglob("*")) if f.is_file() and f.suffix.lower() in SUFFIXES
+            ]
         elif path.is_file():
-            found.append((path, path.name))
+            files = [path]
         else:
             raise InvalidInputError(f"{path} does not exist")
+        for file in files:
+            found.setdefault(os.path.abspath(file), (file, source_name(file, base)))
     if not found:
         raise InvalidInputError("no .txt, .md or .html files found in the given paths")
-    return found
+    return list(found.values())
+
+
+def scope(path: Path, root: Path) -> str:
+    """What an ingest of `path` covers: a file's source name, or a folder's name and `/`
+    (`""` for the root itself, which covers every relative source)."""
+    name = source_name(path, root)
+    if not path.is_dir():
+        return name
+    return "" if name == "." else name.rstrip("/") + "/"
+
+
+def covers(covered: str, source: str) -> bool:
+    """Whether `source` lies within the scope `covered` (see `scope`)."""
+    if covered == "":
+        return not source.startswith("/")
+    if covered.endswith("/"):
+        return source.startswith(covered)
+    return source == covered
+
+
+async def remove_stale(store: GraphStore, scopes: Sequence[str], keep: set[str]) -> int:
+    """Delete stored passages within `scopes` whose ids are not in `keep`; return how many."""
+    stale = [
+        node_id
+        for node_id in await store.anode_ids()
+        if node_id not in keep
+        and (source := passage_source(node_id)) is not None
+        and any(covers(covered, source) for covered in scopes)
+    ]
+    return await store.adelete(stale) if stale else 0
 
 
 def hierarchy_linker(extractor: HierarchyLinkExtractor | None = None) -> PassageLinker:
@@ -90,7 +142,7 @@ def merged_links(passages: Sequence[Passage], linkers: Sequence[PassageLinker]) 
     merged: list[set[Link]] = [set() for _ in passages]
     for linker in linkers:
         for passage_links, found in zip(merged, linker(passages), strict=True):
-            passage_links.update(found)
+            passage_links.update(bounded(link) for link in found)
     return merged
 
 
@@ -118,6 +170,8 @@ class IngestReport:
 
     files: int
     passages: int
+    removed: int = 0
+    """Stale passages deleted: of files gone from the folders ingested, or past a file's end."""
 
 
 def read_all(files: Sequence[tuple[Path, str]], max_chars: int) -> Iterator[Passage]:
@@ -134,6 +188,7 @@ async def ingest(
     tag_filter: TagFrequencyFilter | None = None,
     max_chars: int = MAX_CHARS,
     batch_size: int = BATCH_SIZE,
+    root: Path | None = None,
     on_plan: Callable[[int], None] | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> IngestReport:
@@ -142,10 +197,15 @@ async def ingest(
     With a `tag_filter` (dense-tag control), every passage is linked first so tag
     frequencies are known, and tags above its threshold are dropped before writing; only the
     link sets are kept in memory meanwhile.  `on_plan` hears the number of passages before
-    anything is written, `on_batch` the size of each batch once it is stored.
+    anything is written, `on_batch` the size of each batch once it is stored.  Sources are
+    named relative to `root` (default: the current directory).
     """
-    files = discover(paths)
-    planned = sum(len(split_file(path, source, max_chars)) for path, source in files)
+    base = Path.cwd() if root is None else root
+    files = discover(paths, base)
+    planned = 0
+    for passage in read_all(files, max_chars):
+        check_node(to_node(passage, set()))
+        planned += 1
     if on_plan:
         on_plan(planned)
     filtered: list[set[Link]] | None = None
@@ -157,14 +217,16 @@ async def ingest(
         ]
         filtered = tag_filter.fit_apply(every)
     total = 0
+    written: set[str] = set()
     for batch in batches(read_all(files, max_chars), batch_size):
         if filtered is None:
             nodes = linked_passages(batch, linkers)
         else:
             links = filtered[total : total + len(batch)]
             nodes = [to_node(passage, found) for passage, found in zip(batch, links, strict=True)]
-        await store.aadd_nodes(nodes)
+        written.update(await store.aadd_nodes(nodes))
         total += len(batch)
         if on_batch:
             on_batch(len(batch))
-    return IngestReport(files=len(files), passages=total)
+    removed = await remove_stale(store, [scope(path, base) for path in paths], written)
+    return IngestReport(files=len(files), passages=total, removed=removed)

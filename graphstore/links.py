@@ -8,11 +8,13 @@ LangChain's extractors are accepted as they are (see `as_link`).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from graphstore.errors import InvalidInputError
+from graphstore.utf8 import check_utf8
 
 Direction = Literal["in", "out", "bidir"]
 DIRECTIONS: frozenset[str] = frozenset(get_args(Direction))
@@ -83,7 +85,21 @@ def as_link(value: Any) -> Link:
             raise InvalidInputError(
                 f"link {name} is {len(text)} characters long; the limit is {MAX_TAG_LENGTH}"
             )
+        check_utf8(f"link {name}", text)
     return Link(kind, direction, tag)
+
+
+def bounded(link: Link) -> Link:
+    """`link` with a tag over `MAX_TAG_LENGTH` shortened to its start and a hash of the whole.
+
+    Extractors derive tags from file content (a heading, an href), which may be any length;
+    the hash keeps equal long tags equal, so they still link.
+    """
+    if len(link.tag) <= MAX_TAG_LENGTH:
+        return link
+    digest = hashlib.sha256(link.tag.encode("utf-8", "surrogatepass")).hexdigest()
+    start = link.tag[: MAX_TAG_LENGTH - len(digest) - 1]
+    return Link(link.kind, link.direction, f"{start}…{digest}")
 
 
 def as_links(values: Iterable[Any] | None) -> frozenset[Link]:

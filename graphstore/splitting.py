@@ -2,12 +2,14 @@
 
 The splitter is where a passage's place in its document is known, so it records the heading
 path (for hierarchy links) and, for HTML, the passage's own markup (for its hyperlinks).
+Every step is linear in the input (files are user-supplied: no backtracking regex over a
+line, no re-copying the rest of a long piece), and no passage is blank.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +30,6 @@ SUFFIXES = {
 HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 BLOCKS = ("p", "pre", "li", "dt", "dd", "blockquote", "td", "th", "figcaption")
 SENTENCE_END = re.compile(r"(?<=[.!?。！？；])\s*")
-MARKDOWN_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 FENCE = re.compile(r"^\s*(```|~~~)")
 CHAPTER = re.compile(
     r"^\s*(第[〇零一二三四五六七八九十百千两\d]+[回章卷节]|chapter\s+\w+)(\s|$)", re.IGNORECASE
@@ -52,6 +53,19 @@ class Passage:
         return f"{self.source}#{self.position}"
 
 
+def passage_source(node_id: str) -> str | None:
+    """The source of a passage id made by the splitters (`source#position`), else None."""
+    source, mark, position = node_id.rpartition("#")
+    if (
+        mark
+        and position.isascii()
+        and position.isdigit()
+        and Path(source).suffix.lower() in SUFFIXES
+    ):
+        return source
+    return None
+
+
 def read_text(path: Path) -> str:
     """A file's text as UTF-8 (a BOM and CRLF tolerated), or a one-line error."""
     try:
@@ -68,40 +82,52 @@ def read_text(path: Path) -> str:
         ) from error
 
 
+def check_max_chars(max_chars: object) -> int:
+    """`max_chars` if it is a positive integer, else a one-line error (0 would never finish)."""
+    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+        raise InvalidInputError(f"max_chars must be a positive integer, got {max_chars!r}")
+    return max_chars
+
+
 def pack(pieces: list[str], max_chars: int) -> list[str]:
     """Join pieces greedily into chunks of at most `max_chars`; long pieces split at sentences."""
-    chunks: list[str] = []
-    current = ""
+    check_max_chars(max_chars)
+    parts: list[str] = []
     for raw in pieces:
         piece = raw.strip()
-        if not piece:
-            continue
-        parts = [piece] if len(piece) <= max_chars else _sentences(piece, max_chars)
-        for part in parts:
-            if current and len(current) + 2 + len(part) > max_chars:
-                chunks.append(current)
-                current = ""
-            current = f"{current}\n\n{part}" if current else part
-    if current:
-        chunks.append(current)
-    return chunks
+        if len(piece) <= max_chars:
+            parts.append(piece)
+        else:
+            parts.extend(_sentences(piece, max_chars))
+    return _join(parts, "\n\n", max_chars)
 
 
 def _sentences(text: str, max_chars: int) -> list[str]:
-    parts: list[str] = []
-    current = ""
-    for whole in SENTENCE_END.split(text):
-        sentence = whole
-        while len(sentence) > max_chars:
-            parts.append(sentence[:max_chars])
-            sentence = sentence[max_chars:]
-        if current and len(current) + 1 + len(sentence) > max_chars:
-            parts.append(current)
-            current = ""
-        current = f"{current} {sentence}".strip() if current else sentence
+    """Sentences joined up to `max_chars`; a longer sentence is cut every `max_chars`."""
+    cut = (
+        sentence[start : start + max_chars].strip()
+        for sentence in SENTENCE_END.split(text)
+        for start in range(0, len(sentence), max_chars)
+    )
+    return _join(cut, " ", max_chars)
+
+
+def _join(parts: Iterable[str], separator: str, max_chars: int) -> list[str]:
+    """Consecutive non-blank parts joined by `separator` into chunks of at most `max_chars`."""
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for part in parts:
+        if not part:
+            continue
+        if current and size + len(separator) + len(part) > max_chars:
+            chunks.append(separator.join(current))
+            current, size = [], 0
+        size += len(part) + (len(separator) if current else 0)
+        current.append(part)
     if current:
-        parts.append(current)
-    return parts
+        chunks.append(separator.join(current))
+    return chunks
 
 
 def _paragraphs(text: str) -> list[str]:
@@ -110,6 +136,7 @@ def _paragraphs(text: str) -> list[str]:
 
 def split_text(source: str, text: str, max_chars: int) -> list[Passage]:
     """Plain text: paragraphs packed into passages, chapter heading lines as sections."""
+    check_max_chars(max_chars)
     sections: list[tuple[tuple[str, ...], list[str]]] = [((), [])]
     for line in text.split("\n"):
         if CHAPTER.match(line):
@@ -129,18 +156,32 @@ def _pack_sections(
     return passages
 
 
+def markdown_heading(line: str) -> tuple[int, str] | None:
+    """`(level, title)` of an ATX heading line (`## Title ##`), else None; linear time."""
+    marks = len(line) - len(line.lstrip("#"))
+    rest = line[marks:]
+    if not 1 <= marks <= 6 or not rest[:1].isspace():
+        return None
+    title = rest.strip()
+    unclosed = title.rstrip("#")
+    if not unclosed or unclosed[-1].isspace():  # a closing run of #s follows a space
+        title = unclosed.rstrip()
+    return (marks, title) if title else None
+
+
 def split_markdown(source: str, text: str, max_chars: int) -> list[Passage]:
     """Markdown: one run of passages per section, headings (outside code fences) as the path."""
+    check_max_chars(max_chars)
     sections: list[tuple[tuple[str, ...], list[str]]] = [((), [])]
     path: list[str] = []
     in_fence = False
     for line in text.split("\n"):
         if FENCE.match(line):
             in_fence = not in_fence
-        heading = None if in_fence else MARKDOWN_HEADING.match(line)
+        heading = None if in_fence else markdown_heading(line)
         if heading:
-            level = len(heading.group(1))
-            path = [*path[: level - 1], heading.group(2)]
+            level, title = heading
+            path = [*path[: level - 1], title]
             sections.append((tuple(path), [line]))
         else:
             sections[-1][1].append(line)
@@ -160,6 +201,7 @@ def _clean(text: str) -> str:
 
 def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
     """HTML: the main content's blocks grouped by heading, each passage keeping its markup."""
+    check_max_chars(max_chars)
     soup = BeautifulSoup(text, "html.parser")
     root = soup.find(role="main") or soup.find("main") or soup.body or soup
     assert isinstance(root, Tag)
@@ -191,8 +233,11 @@ def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
             path = [*path[: level - 1], content]
             blocks.append((content, ""))
         else:
-            for piece in pack([content], max_chars):
-                blocks.append((piece, str(element)))
+            # A block cut into pieces: its markup (for hyperlinks) goes with the first piece
+            # only, so a long paragraph's markup is kept once, not once per piece.
+            markup = str(element)
+            for number, piece in enumerate(pack([content], max_chars)):
+                blocks.append((piece, "" if number else markup))
     flush()
     return passages
 
@@ -202,6 +247,7 @@ SPLITTERS = {"text": split_text, "markdown": split_markdown, "html": split_html}
 
 def split_file(path: Path, source: str, max_chars: int = MAX_CHARS) -> list[Passage]:
     """The passages of one file, by its suffix."""
+    check_max_chars(max_chars)
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise InvalidInputError(f"{path}: unsupported file type {path.suffix or '(none)'}")

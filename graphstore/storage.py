@@ -111,6 +111,10 @@ class Storage(ABC):
         """Node, tag and tag-row counts, and the `top_tags` most frequent tags."""
 
     @abstractmethod
+    async def node_ids(self) -> list[str]:
+        """Every node id: a full scan, for maintenance (an ingest removing stale passages)."""
+
+    @abstractmethod
     async def check(self) -> list[str]:
         """Problems found comparing node rows with tag rows; empty when consistent."""
 

@@ -13,16 +13,16 @@ import math
 from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any, TypeVar
 
-import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from graphstore.errors import InvalidInputError
 from graphstore.links import as_links
 from graphstore.metadata import Filter, check_metadata, required_terms
-from graphstore.nodes import Hit, Node, StoredNode, unit
+from graphstore.nodes import Hit, Node, StoredNode, Vector, unit
 from graphstore.storage import ScoredNode, Storage, StoreStats
 from graphstore.strategy import DEFAULT, MAX_DEPTH, MMR_TRAVERSAL, check_count
 from graphstore.traversal import Traversal, TraversalStats
+from graphstore.utf8 import check_utf8
 
 T = TypeVar("T")
 
@@ -56,12 +56,14 @@ def check_node(node: Any) -> Node:
         raise InvalidInputError(
             f"node id is {len(node.id)} characters long; the limit is {MAX_ID_LENGTH}"
         )
+    check_utf8("node id", node.id)
     if not isinstance(node.text, str):
         raise InvalidInputError(
             f"text of node {node.id!r} must be a string, not {type(node.text).__name__}"
         )
     if not node.text.strip():
         raise InvalidInputError(f"text of node {node.id!r} is empty")
+    check_utf8(f"text of node {node.id!r}", node.text)
     return Node(node.id, node.text, check_metadata(node.metadata), as_links(node.links))
 
 
@@ -103,7 +105,12 @@ class GraphStore:
         if vectors is not None and len(vectors) != len(checked):
             raise InvalidInputError(f"got {len(vectors)} vectors for {len(checked)} nodes")
         dimension = self.storage.dimension
-        given = None if vectors is None else [self._unit(v, dimension) for v in vectors]
+        given: list[Vector] | None = None
+        if vectors is not None:
+            given = []
+            for vector in vectors:  # all one dimension, even in a new store
+                given.append(self._unit(vector, dimension))
+                dimension = given[-1].size
         for start in range(0, len(checked), self.batch_size):
             batch = checked[start : start + self.batch_size]
             if given is not None:
@@ -132,6 +139,10 @@ class GraphStore:
         return run_sync(self.adelete(ids))
 
     # -- reading -------------------------------------------------------------------------
+
+    async def anode_ids(self) -> list[str]:
+        """Every node id (a full scan: for maintenance, not queries)."""
+        return await self.storage.node_ids()
 
     async def aget(self, ids: Sequence[str]) -> list[Node]:
         """The nodes with these ids, in the order asked, skipping unknown ids."""
@@ -318,7 +329,7 @@ class GraphStore:
     # -- helpers -------------------------------------------------------------------------
 
     @staticmethod
-    def _unit(vector: Any, dimension: int | None) -> np.ndarray[Any, np.dtype[np.float32]]:
+    def _unit(vector: Any, dimension: int | None) -> Vector:
         try:
             return unit(vector, dimension)
         except (ValueError, TypeError) as error:

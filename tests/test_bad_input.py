@@ -35,6 +35,14 @@ def node(**changes: Any) -> Node:
     return Node(**fields)
 
 
+def nested(levels: int) -> Any:
+    """A dict nested `levels` deep (built without recursion)."""
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = {"d": value}
+    return value
+
+
 def search(query: str = "a query", **options: Any) -> Callable[[GraphStore], Awaitable[Any]]:
     return lambda store: store.ammr_traversal_search(query, **options)
 
@@ -119,6 +127,21 @@ CASES = [
         "ids must be non-empty strings, got None",
     ),
     Case("initial root None", search(initial_roots=[None]), "ids must be non-empty strings"),
+    Case("surrogate in id", add(node(id="x\ud800")), "node id contains '\\ud800'"),
+    Case("surrogate in text", add(node(text="x\ud800")), "text of node 'bad' contains"),
+    Case("surrogate in metadata", add(node(metadata={"a": ["x\udfff"]})), "metadata.a[0] contains"),
+    Case("surrogate in a key", add(node(metadata={"k\ud800": 1})), "a key of metadata contains"),
+    Case("surrogate in a tag", add(node(links=[Link.bidir("kw", "\ud800")])), "link tag contains"),
+    Case(
+        "surrogate in a kind", add(node(links=[Link.bidir("k\ud800", "t")])), "link kind contains"
+    ),
+    Case("huge int in metadata", add(node(metadata={"n": 10**5000})), "more than 4300 digits"),
+    Case("metadata 500 deep", add(node(metadata={"deep": nested(500)})), "nests deeper than 32"),
+    Case("metadata 3000 deep", add(node(metadata={"deep": nested(3000)})), "nests deeper than 32"),
+    Case("filter huge int", search(filter={"n": 10**5000}), "more than 4300 digits"),
+    Case("filter 3000 deep", search(filter={"n": nested(3000)}), "nests deeper than 32"),
+    Case("filter surrogate value", search(filter={"n": "\ud800"}), "filter value for 'n' contains"),
+    Case("filter surrogate key", search(filter={"\ud800": 1}), "a filter key contains"),
 ]
 
 
