@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 demo: install
 	rm -f $(STORE) $(STORE)-wal $(STORE)-shm
 	$(BIN)/graphstore --store $(STORE) ingest samples/python-tutorial/pages --root samples/python-tutorial/pages
-	$(BIN)/graphstore --store $(STORE) search "how do I clean up resources when an exception happens" -k 6 --fetch-k 3 --depth 2
+	$(BIN)/graphstore --store $(STORE) search "how do I clean up resources when an exception happens"
 
 lint: install
 	$(BIN)/ruff check .

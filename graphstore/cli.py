@@ -16,7 +16,9 @@ import os
 import sys
 import textwrap
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from extractors.frequency import TagFrequencyFilter
 from graphstore.errors import GraphStoreError, InvalidInputError
@@ -27,6 +29,7 @@ from graphstore.ingest import (
     ingest,
     text_linker,
 )
+from graphstore.links import TagKey
 from graphstore.location import (
     STORE_ENV,
     new_store_file,
@@ -36,9 +39,11 @@ from graphstore.location import (
     store_location,
 )
 from graphstore.nodes import Hit
-from graphstore.prompt import DEFAULT_TEMPLATE, awriter_context
+from graphstore.prompt import DEFAULT_TEMPLATE, PROMPT_K, awriter_context
 from graphstore.splitting import MAX_CHARS, check_max_chars, read_text
 from graphstore.store import GraphStore
+from graphstore.strategy import DEFAULT
+from graphstore.traversal import TraversalStats
 
 LINK_CHOICES = (
     "hyperlinks",
@@ -86,14 +91,22 @@ def _parser() -> argparse.ArgumentParser:
         help="passage ids are file paths relative to this folder (default: the current one)",
     )
 
-    search = commands.add_parser("search", help="similarity, traversal or MMR-traversal search")
+    search = commands.add_parser(
+        "search", help="the default graph search (or similarity, traversal, MMR traversal)"
+    )
     search.add_argument("query")
-    search.add_argument("--mode", choices=["similarity", "traversal", "mmr"], default="mmr")
-    search.add_argument("-k", type=int, default=5)
-    search.add_argument("--depth", type=int, default=2)
-    search.add_argument("--fetch-k", type=int, default=20)
-    search.add_argument("--adjacent-k", type=int, default=10)
-    search.add_argument("--lambda", dest="lambda_mult", type=float, default=0.5)
+    search.add_argument(
+        "--mode",
+        choices=["graph", "similarity", "traversal", "mmr"],
+        default="graph",
+        help="graph: path-aware MMR traversal, the default; mmr: the same with classic options",
+    )
+    search.add_argument("-k", type=int, default=DEFAULT.k, help="passages returned")
+    _strategy_options(search)
+    search.add_argument("--json", action="store_true", help="one JSON object per hit")
+    search.add_argument(
+        "--debug", action="store_true", help="also list candidates considered and not returned"
+    )
     search.add_argument(
         "--filter",
         action="append",
@@ -106,11 +119,8 @@ def _parser() -> argparse.ArgumentParser:
     prompt = commands.add_parser("prompt", help="passages for a writer's prompt about a scene")
     prompt.add_argument("scene")
     prompt.add_argument("--budget", type=int, default=1500, help="token budget of the block")
-    prompt.add_argument("-k", type=int, default=12)
-    prompt.add_argument("--depth", type=int, default=2)
-    prompt.add_argument("--fetch-k", type=int, default=40)
-    prompt.add_argument("--adjacent-k", type=int, default=10)
-    prompt.add_argument("--lambda", dest="lambda_mult", type=float, default=0.5)
+    prompt.add_argument("-k", type=int, default=PROMPT_K, help="passages searched for")
+    _strategy_options(prompt)
     prompt.add_argument(
         "--template",
         default=DEFAULT_TEMPLATE,
@@ -125,6 +135,29 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("check", help="verify that node rows and tag rows agree")
     return parser
+
+
+def _strategy_options(command: argparse.ArgumentParser) -> None:
+    """Options that override the default search's settings (`graphstore.strategy`)."""
+    command.add_argument("--depth", type=int, help=f"tag hops (default {DEFAULT.depth})")
+    command.add_argument(
+        "--fetch-k", type=int, help=f"nearest passages as roots (default {DEFAULT.fetch_k})"
+    )
+    command.add_argument(
+        "--adjacent-k", type=int, help=f"passages per tag (default {DEFAULT.adjacent_k})"
+    )
+    command.add_argument(
+        "--lambda",
+        dest="lambda_mult",
+        type=float,
+        help=f"MMR: 1 relevance only, 0 diversity only (default {DEFAULT.lambda_mult})",
+    )
+
+
+def _given_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The strategy options the user set."""
+    names = ("depth", "fetch_k", "adjacent_k", "lambda_mult")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def _names(path: Path | None) -> dict[str, str]:
@@ -201,12 +234,72 @@ def _filter(pairs: Sequence[str]) -> dict[str, str | int | float | bool] | None:
     return parsed or None
 
 
+async def _search(args: argparse.Namespace, store: GraphStore) -> None:
+    """`graphstore search`: hits as text or JSON lines, and with --debug the losers."""
+    metadata_filter = _filter(args.filter)
+    options = _given_options(args)
+    stats = TraversalStats(keep_unselected=args.debug)
+    if args.mode == "similarity":
+        hits = await store.asimilarity_search(args.query, k=args.k, filter=metadata_filter)
+    elif args.mode == "traversal":
+        options.pop("fetch_k", None)
+        options.pop("lambda_mult", None)
+        hits = await store.atraversal_search(
+            args.query, k=args.k, filter=metadata_filter, stats=stats, **options
+        )
+    elif args.mode == "mmr":
+        hits = await store.ammr_traversal_search(
+            args.query, k=args.k, filter=metadata_filter, stats=stats, **options
+        )
+    else:
+        hits = await store.asearch(
+            args.query, k=args.k, filter=metadata_filter, stats=stats, **options
+        )
+    for rank, hit in enumerate(hits, 1):
+        if args.json:
+            print(json.dumps(_hit_json(hit), ensure_ascii=False))
+        else:
+            _print_hit(rank, hit)
+    if not hits and not args.json:
+        print("no results")
+    for candidate in stats.unselected:
+        if args.json:
+            print(json.dumps({"unselected": True, **asdict(candidate)}, ensure_ascii=False))
+        else:
+            print(
+                f"  not returned: {candidate.id}  [{_how(candidate.depth, candidate.path)}]  "
+                f"score {candidate.score:.3f}  sim {candidate.similarity:.3f}  "
+                f"mmr {candidate.mmr_score:.3f}"
+            )
+
+
+def _hit_json(hit: Hit) -> dict[str, Any]:
+    """A hit for scripts: id, scores, how it was reached, metadata and text."""
+    return {
+        "id": hit.node.id,
+        "score": hit.score,
+        "similarity": hit.similarity,
+        "mmr_score": hit.mmr_score,
+        "depth": hit.depth,
+        "via": hit.via,
+        "path": hit.path,
+        "metadata": hit.node.metadata,
+        "text": hit.node.text,
+    }
+
+
+def _how(depth: int, path: Sequence[TagKey]) -> str:
+    if not path:
+        return "root"
+    return f"depth {depth} via " + " → ".join(f"{kind}: {tag}" for kind, tag in path)
+
+
 def _print_hit(rank: int, hit: Hit) -> None:
-    how = "root" if hit.via is None else f"depth {hit.depth} via {hit.via[0]}: {hit.via[1]}"
-    scores = f"sim {hit.similarity:.3f}" + (
-        "" if hit.mmr_score is None else f"  mmr {hit.mmr_score:.3f}"
-    )
-    print(f"{rank:2d}. {hit.node.id}  [{how}]  {scores}")
+    scores = "" if hit.score is None else f"score {hit.score:.3f}  "
+    scores += f"sim {hit.similarity:.3f}"
+    if hit.mmr_score is not None:
+        scores += f"  mmr {hit.mmr_score:.3f}"
+    print(f"{rank:2d}. {hit.node.id}  [{_how(hit.depth, hit.path)}]  {scores}")
     section = hit.node.metadata.get("section")
     if section:
         print(f"    § {' / '.join(section)}")
@@ -267,42 +360,15 @@ async def _command(
             f"store has {stats.nodes} passages, {stats.tags} tags, {stats.tag_rows} tag rows"
         )
     elif args.command == "search":
-        metadata_filter = _filter(args.filter)
-        if args.mode == "similarity":
-            hits = await store.asimilarity_search(args.query, k=args.k, filter=metadata_filter)
-        elif args.mode == "traversal":
-            hits = await store.atraversal_search(
-                args.query,
-                k=args.k,
-                depth=args.depth,
-                adjacent_k=args.adjacent_k,
-                filter=metadata_filter,
-            )
-        else:
-            hits = await store.ammr_traversal_search(
-                args.query,
-                k=args.k,
-                depth=args.depth,
-                fetch_k=args.fetch_k,
-                adjacent_k=args.adjacent_k,
-                lambda_mult=args.lambda_mult,
-                filter=metadata_filter,
-            )
-        for rank, hit in enumerate(hits, 1):
-            _print_hit(rank, hit)
-        if not hits:
-            print("no results")
+        await _search(args, store)
     elif args.command == "prompt":
         context = await awriter_context(
             store,
             args.scene,
             budget=args.budget,
             k=args.k,
-            depth=args.depth,
-            fetch_k=args.fetch_k,
-            adjacent_k=args.adjacent_k,
-            lambda_mult=args.lambda_mult,
             template=args.template.replace("\\n", "\n"),
+            **_given_options(args),
         )
         print(context.text)
         print(

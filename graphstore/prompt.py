@@ -1,10 +1,11 @@
-"""Passages for a writer's prompt: MMR traversal, then a context block within a token budget.
+"""Passages for a writer's prompt: the default graph search, then a block within a budget.
 
-A scene description retrieves one of the most similar passages plus linked ones (the same
-characters, the place, the object) through MMR traversal.  The block is deduplicated, kept
-within `budget` tokens (CJK-aware by default; any `str -> int` counter can be plugged in),
-put in story order (by position within a source; sources in the order of their best
-passage) and cites every passage with how it was reached, e.g. `via entity:person 孙悟空`.
+A scene description retrieves the most relevant passages plus linked ones (the same
+characters, the place, the object) through the default graph search.  The block is
+deduplicated, kept within `budget` tokens (CJK-aware by default; any `str -> int` counter
+can be plugged in), put in story order (by position within a source; sources in the order
+of their best passage) and cites every passage with how it was reached, e.g. `via
+entity:person 孙悟空`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ CJK = re.compile(
 WORD = re.compile(r"[^\W\d_]+|\d+|[^\w\s]", re.UNICODE)
 
 DEFAULT_TEMPLATE = "[{number}] {citation} ({provenance})\n{text}"
+PROMPT_K = 12
+"""Passages searched for a prompt; the budget decides how many fit."""
 DEFAULT_SEPARATOR = "\n\n"
 
 
@@ -140,26 +143,16 @@ async def awriter_context(
     scene: str,
     *,
     budget: int = 1500,
-    k: int = 12,
-    depth: int = 2,
-    fetch_k: int = 40,
-    adjacent_k: int = 10,
-    lambda_mult: float = 0.5,
+    k: int = PROMPT_K,
     filter: dict[str, Any] | None = None,
     count: TokenCounter = count_tokens,
     template: str = DEFAULT_TEMPLATE,
+    **options: Any,
 ) -> PromptContext:
-    """Retrieve passages for `scene` by MMR traversal and assemble them within `budget`."""
+    """Retrieve `k` passages for `scene` with the default graph search (`GraphStore.search`;
+    `options` override its settings) and assemble them within `budget`."""
     check_count("budget", budget, 1, 1_000_000)
-    hits = await store.ammr_traversal_search(
-        scene,
-        k=k,
-        depth=depth,
-        fetch_k=fetch_k,
-        adjacent_k=adjacent_k,
-        lambda_mult=lambda_mult,
-        filter=filter,
-    )
+    hits = await store.asearch(scene, k=k, filter=filter, **options)
     return assemble(hits, budget=budget, count=count, template=template)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -143,3 +144,30 @@ def test_ingest_with_keyword_and_mention_extractors_and_a_dense_tag_cap(tmp_path
     capsys.readouterr()
     assert main(["--store", capped, "stats", "--top", "50"]) == 0
     assert "mention: exception" not in capsys.readouterr().out
+
+
+def test_search_json_gives_one_object_per_hit_and_debug_the_losers(ingested, capsys):
+    capsys.readouterr()
+    query = "how do I clean up resources when an exception happens"
+    assert main(["--store", str(ingested), "search", query, "--json", "--debug"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    hits = [row for row in rows if not row.get("unselected")]
+    losers = [row for row in rows if row.get("unselected")]
+    assert len(hits) == 5
+    assert set(hits[0]) == {
+        "id",
+        "score",
+        "similarity",
+        "mmr_score",
+        "depth",
+        "via",
+        "path",
+        "metadata",
+        "text",
+    }
+    assert all(row["score"] >= row["similarity"] - 1e-6 for row in hits)
+    assert any(row["path"] for row in hits + losers)
+    assert losers
+    # A candidate's MMR score only falls as passages are selected: none that lost beats the
+    # score the last hit was selected with.
+    assert all(loser["mmr_score"] <= hits[-1]["mmr_score"] + 1e-6 for loser in losers)

@@ -238,3 +238,40 @@ async def test_animals_connect_through_shared_habitat(backend, shared_data):
     assert hits[0].node.metadata == root["metadata"]
     assert {h.node.id for h in hits} == mates
     assert all(h.via == ("habitat", habitat[root["id"]]) for h in hits[1:])
+
+
+async def test_bridge_passage_dissimilar_to_the_query_is_returned(backend):
+    # A names B; B shares nothing with the query.  Near copies of A crowd plain similarity.
+    nodes = {
+        "A": (Q, [Link.outgoing("mention", "b")]),
+        "B": ([0, 0, 1], [Link.incoming("mention", "b")]),
+    } | {f"D{i:02d}": (norm([0.9 - 0.03 * i, 0.45, 0]), []) for i in range(12)}
+    store = await build(backend, nodes)
+    assert [h.node.id for h in await store.asimilarity_search("q", k=2)] == ["A", "D00"]
+    hits = await store.asearch("q", k=2)
+    assert [(h.node.id, h.depth, h.via) for h in hits] == [
+        ("A", 0, None),
+        ("B", 1, ("mention", "b")),
+    ]
+    assert hits[1].similarity == pytest.approx(0.0, abs=1e-6)
+    assert hits[1].score == pytest.approx(1.0, abs=1e-5)  # a one-passage tag passes it whole
+    mmr = await store.ammr_traversal_search("q", k=2)
+    assert [h.node.id for h in mmr] == ["A", "B"]
+
+
+async def test_a_hub_tag_does_not_flood_the_results(backend):
+    # A links to a specific passage B and to a tag twenty other passages share.
+    hub = {f"H{i:02d}": (norm([0.3, 0.95, 0.01 * i]), [Link.bidir("kw", "hub")]) for i in range(20)}
+    nodes = hub | {
+        "A": (Q, [Link.bidir("kw", "hub"), Link.outgoing("mention", "b")]),
+        "B": ([0, 0, 1], [Link.incoming("mention", "b")]),
+        "D1": (norm([0.6, 0, 0.8]), []),
+        "D2": (norm([0.55, 0, 0.835]), []),
+    }
+    store = await build(backend, nodes)
+    stats = TraversalStats(keep_unselected=True)
+    hits = await store.asearch("q", k=4, stats=stats)
+    assert [h.node.id for h in hits] == ["A", "B", "D1", "D2"]
+    hub_scores = [c.score for c in stats.unselected if c.id.startswith("H")]
+    assert hub_scores  # considered, and lost: 1/21 of A's relevance is little
+    assert max(hub_scores) < 0.35
