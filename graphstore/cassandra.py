@@ -82,6 +82,10 @@ SEARCH_NODES = (
     "SELECT node_id, text, metadata, links, embedding, similarity_cosine(embedding, ?) "
     "FROM {nodes}{where} ORDER BY embedding ANN OF ? LIMIT ?"
 )
+SEARCH_HITS = (
+    "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?) "
+    "FROM {nodes}{where} ORDER BY embedding ANN OF ? LIMIT ?"
+)
 SEARCH_TAG = (
     "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?) FROM {tags} "
     "WHERE kind = ? AND tag = ?{where} ORDER BY embedding ANN OF ? LIMIT ?"
@@ -369,6 +373,16 @@ def _one_line(error: BaseException) -> str:
 def _tags(values: Any) -> frozenset[TagKey]:
     """A `set<frozen<tuple<text, text>>>` column (None when empty) as tag keys."""
     return frozenset((kind, tag) for kind, tag in values or ())
+
+
+def _tag_hits(rows: Sequence[Any]) -> list[TagHit]:
+    """Rows of (node_id, embedding, outgoing, similarity_cosine) as hits, best first by the
+    exact score, whatever order the ANN index merge produced."""
+    hits = [
+        TagHit(node_id, _vector(embedding), _tags(outgoing), 2.0 * float(score) - 1.0)
+        for node_id, embedding, outgoing, score in rows
+    ]
+    return sorted(hits, key=lambda hit: -hit.similarity)
 
 
 def _vector(value: Sequence[float]) -> Vector:
@@ -730,6 +744,17 @@ class CassandraStorage(Storage):
         # Best first by the exact score, whatever order the ANN index merge produced.
         return sorted(found, key=lambda scored: -scored.similarity)
 
+    async def search_hits(
+        self, vector: Vector, k: int, filter_terms: frozenset[str]
+    ) -> list[TagHit]:
+        if self._dimension is None or k <= 0:
+            return []
+        query = vector.astype(np.float32)
+        terms = sorted(filter_terms)
+        template = self._cql(SEARCH_HITS, len(terms), prefix=" WHERE ")
+        rows = await self._execute(await self._prepared(template), (query, *terms, query, k))
+        return _tag_hits(rows)
+
     async def search_tag(
         self, tag: TagKey, vector: Vector, k: int, filter_terms: frozenset[str]
     ) -> list[TagHit]:
@@ -739,11 +764,7 @@ class CassandraStorage(Storage):
         terms = sorted(filter_terms)
         kind, name = tag
         rows = await self._run(SEARCH_TAG, (query, kind, name, *terms, query, k), len(terms))
-        hits = [
-            TagHit(node_id, _vector(embedding), _tags(outgoing), 2.0 * float(score) - 1.0)
-            for node_id, embedding, outgoing, score in rows
-        ]
-        return sorted(hits, key=lambda hit: -hit.similarity)
+        return _tag_hits(rows)
 
     async def tag_sizes(self, tags: Sequence[TagKey]) -> dict[TagKey, int]:
         """One count per tag partition, concurrently."""

@@ -177,6 +177,15 @@ class _Index:
     def nearest(
         self, vector: Vector, k: int, tag: TagKey | None, terms: frozenset[str]
     ) -> list[tuple[int, float]]:
+        if tag is None and not terms:
+            # Rank the matrix in place: gathering every live row first would copy it whole.
+            live = len(self.slot_of)
+            if live == 0 or k <= 0:
+                return []
+            scores = self.matrix[: len(self.ids)] @ vector
+            if self.free:
+                scores[self.free] = -np.inf
+            return [(int(i), float(scores[i])) for i in _top_k(scores, min(k, live))]
         slots = self.candidates(tag, terms)
         if slots.size == 0 or k <= 0:
             return []
@@ -411,9 +420,14 @@ class EmbeddedStorage(Storage):
     ) -> list[TagHit]:
         return (await self.search_tags([tag], vector, k, filter_terms))[0]
 
+    async def search_hits(
+        self, vector: Vector, k: int, filter_terms: frozenset[str]
+    ) -> list[TagHit]:
+        return (await self.search_tags([None], vector, k, filter_terms))[0]
+
     async def search_tags(
         self,
-        tags: Sequence[TagKey],
+        tags: Sequence[TagKey | None],
         vector: Vector,
         k: int,
         filter_terms: frozenset[str],

@@ -75,6 +75,13 @@ class Storage(ABC):
         """The `k` nodes nearest to `vector` among those with all `filter_terms`."""
 
     @abstractmethod
+    async def search_hits(
+        self, vector: Vector, k: int, filter_terms: frozenset[str]
+    ) -> list[TagHit]:
+        """`search` as `TagHit`s (id, embedding, outgoing tags, similarity): what traversal
+        needs of a root, without reading its text and metadata."""
+
+    @abstractmethod
     async def search_tag(
         self, tag: TagKey, vector: Vector, k: int, filter_terms: frozenset[str]
     ) -> list[TagHit]:

@@ -110,12 +110,9 @@ class Traversal:
         """
         stats = stats if stats is not None else TraversalStats()
         stats.vector_searches += 1
-        nearest = await self.storage.search(query, max(k, start_k), filter_terms)
+        nearest = await self.storage.search_hits(query, max(k, start_k), filter_terms)
         reached = {
-            root.stored.node.id: _Reached(
-                0, (), root.similarity, outgoing_tags(root.stored.node.links)
-            )
-            for root in nearest[:start_k]
+            root.id: _Reached(0, (), root.similarity, root.outgoing) for root in nearest[:start_k]
         }
         visited: set[TagKey] = set()
         frontier = list(reached)
@@ -144,10 +141,9 @@ class Traversal:
         for root in nearest[start_k:]:
             if len(order) >= k:
                 break
-            node_id = root.stored.node.id
-            if node_id not in reached:
-                reached[node_id] = _Reached(0, (), root.similarity, frozenset())
-                order.append(node_id)
+            if root.id not in reached:
+                reached[root.id] = _Reached(0, (), root.similarity, root.outgoing)
+                order.append(root.id)
         return await self._hits(order, reached)
 
     async def search(
@@ -206,15 +202,15 @@ class _Search:
             await self.expand(list(self.anchors))
         if strategy.fetch_k > 0:
             self.stats.vector_searches += 1
-            nearest = await self.storage.search(self.query, strategy.fetch_k, self.filter_terms)
-            fresh = [item for item in nearest if item.stored.node.id not in self.reached]
-            for item in fresh:
-                node = item.stored.node
-                self.reached[node.id] = _Reached(0, (), item.similarity, outgoing_tags(node.links))
+            nearest = await self.storage.search_hits(
+                self.query, strategy.fetch_k, self.filter_terms
+            )
+            fresh = [hit for hit in nearest if hit.id not in self.reached]
+            for hit in fresh:
+                self.reached[hit.id] = _Reached(0, (), hit.similarity, hit.outgoing)
             if fresh:
                 self.selector.add(
-                    [item.stored.node.id for item in fresh],
-                    np.stack([item.stored.embedding for item in fresh]),
+                    [hit.id for hit in fresh], np.stack([hit.embedding for hit in fresh])
                 )
                 self.stats.candidates += len(fresh)
         for level in range(strategy.depth):

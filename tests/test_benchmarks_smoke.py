@@ -50,11 +50,15 @@ def test_traversal_time(results_dir):
 
 def test_quality(results_dir):
     result = run(quality, "quality", results_dir)
-    assert {"none", "keywords", "mentions", "both"} == set(result["results"])
-    for methods in result["results"].values():
-        for by_k in methods.values():
-            assert {"2", "5", "10"} == set(by_k)
-            assert 0.0 <= by_k["5"]["recall"] <= 1.0
+    assert set(result["results"]) == set(quality.DATASETS)
+    for by_links in result["results"].values():
+        assert set(by_links) == set(quality.LINKS)
+        for methods in by_links.values():
+            assert {"similarity", "search (default)"} <= set(methods)
+            for method in methods.values():
+                assert {"2", "5", "10"} == set(method["scores"])
+                assert 0.0 <= method["scores"]["5"]["recall"] <= 1.0
+                assert method["latency"] > 0
 
 
 def test_extraction(results_dir):

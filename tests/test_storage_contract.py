@@ -128,6 +128,15 @@ async def test_search_ranks_by_cosine_and_limits_to_k(backend: Storage):
     found = await backend.search(unit([1, 0.1, 0]), 3, frozenset())
     assert [s.stored.node.id for s in found] == ["x", "xy", "y"]
     assert found[0].similarity > found[1].similarity > found[2].similarity
+    hits = await backend.search_hits(unit([1, 0.1, 0]), 3, frozenset())
+    assert [h.id for h in hits] == [s.stored.node.id for s in found]
+    assert [h.similarity for h in hits] == pytest.approx([s.similarity for s in found], abs=1e-5)
+    assert all(
+        np.allclose(h.embedding, s.stored.embedding) for h, s in zip(hits, found, strict=True)
+    )
+    await backend.delete(["xy"])  # a free slot must never be ranked
+    after = await backend.search_hits(unit([0, 0, 1]), 4, frozenset())
+    assert [h.id for h in after] == ["z", "x", "y"]
 
 
 @pytest.mark.parametrize(
@@ -156,8 +165,10 @@ async def test_search_and_search_tag_apply_the_same_filter(
     terms = required_terms(metadata_filter)
     by_search = [s.stored.node.id for s in await backend.search(unit([1, 0, 0]), 10, terms)]
     by_tag = [h.id for h in await backend.search_tag(("kw", "t"), unit([1, 0, 0]), 10, terms)]
+    by_hits = [h.id for h in await backend.search_hits(unit([1, 0, 0]), 10, terms)]
     assert by_search == expected
     assert by_tag == expected
+    assert by_hits == expected
 
 
 async def test_stats_report_tag_frequencies(backend: Storage):
