@@ -55,6 +55,9 @@ ALTERNATIVES: dict[str, dict[str, Any]] = {
 }
 """Settings the default was measured against (`GraphStore.search` options)."""
 
+CORE = ("similarity", "search (default)", "mmr_traversal_search (default)")
+"""What `--core` runs (the Cassandra run: every search there is a network round trip)."""
+
 Retrieve = Callable[[int, int], list[str]]
 """(question index, k) -> ranked titles."""
 
@@ -202,6 +205,8 @@ def evaluate_dataset(dataset: str, args: Any, backend: Any) -> dict[str, dict[st
         store.add_nodes(nodes, vectors=vectors)
         methods = found.setdefault(links, {})
         for name, method in graphstore_methods(store, question_vectors).items():
+            if args.core and name not in CORE:
+                continue
 
             def retrieve(i: int, k: int, method: Callable[..., Any] = method) -> list[str]:
                 return [hit.node.id for hit in run_sync(method(i, k))]
@@ -212,7 +217,7 @@ def evaluate_dataset(dataset: str, args: Any, backend: Any) -> dict[str, dict[st
             }
             print(f"{dataset} {links} {name}: {methods[name]['scores'][5]['recall']:.3f}")
         store.close()
-    if dataset == "hotpotqa" and "mentions" in args.links:
+    if dataset == "hotpotqa" and "mentions" in args.links and not args.core:
         eager = graph_retriever_eager(
             passages, vectors, asked, question_vectors, variants["mentions"]
         )
@@ -292,6 +297,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argument_parser(__doc__.splitlines()[0])
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--links", default=",".join(LINKS))
+    parser.add_argument("--core", action="store_true", help="only similarity and the defaults")
     args = parser.parse_args(argv)
     args.datasets = [d for d in args.datasets.split(",") if d]
     args.links = [name for name in args.links.split(",") if name]

@@ -37,6 +37,7 @@ from graphstore.links import as_links
 from graphstore.nodes import Hit, Node
 from graphstore.storage import Storage
 from graphstore.store import GraphStore, Query, run_sync
+from graphstore.strategy import MMR_TRAVERSAL
 
 SEARCH_TYPES = (
     "graph",
@@ -308,7 +309,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         filter: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> AsyncIterable[Document]:
-        """The `k` nearest documents and those within `depth` tag hops of them."""
+        """`k` documents breadth-first from the nearest ones, within `depth` tag hops."""
         for hit in await self.store.atraversal_search(
             query, k=k, depth=depth, filter=filter, **kwargs
         ):
@@ -323,12 +324,12 @@ class GraphStoreVectorStore(GraphVectorStore):
         query: str,
         *,
         initial_roots: Sequence[str] = (),
-        k: int = 4,
-        depth: int = 2,
-        fetch_k: int = 100,
-        adjacent_k: int = 10,
-        lambda_mult: float = 0.5,
-        score_threshold: float = float("-inf"),
+        k: int = MMR_TRAVERSAL.k,
+        depth: int = MMR_TRAVERSAL.depth,
+        fetch_k: int = MMR_TRAVERSAL.fetch_k,
+        adjacent_k: int = MMR_TRAVERSAL.adjacent_k,
+        lambda_mult: float = MMR_TRAVERSAL.lambda_mult,
+        score_threshold: float = MMR_TRAVERSAL.score_threshold,
         filter: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> AsyncIterable[Document]:

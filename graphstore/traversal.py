@@ -45,6 +45,34 @@ class _Reached:
         return self.path[-1] if self.path else None
 
 
+async def _read_hits(
+    storage: Storage,
+    order: Sequence[str],
+    reached: dict[str, _Reached],
+    selections: dict[str, Selection] | None = None,
+) -> list[Hit]:
+    """Read the nodes of the result once, at the end, and attach how each was reached."""
+    stored = {item.node.id: item for item in await storage.get(order)}
+    chosen = selections or {}
+    hits = []
+    for node_id in order:
+        if node_id not in stored:
+            continue
+        how, selection = reached[node_id], chosen.get(node_id)
+        hits.append(
+            Hit(
+                node=stored[node_id].node,
+                similarity=how.similarity,
+                depth=how.depth,
+                via=how.via,
+                mmr_score=None if selection is None else selection.mmr_score,
+                score=how.similarity if selection is None else selection.relevance,
+                path=how.path,
+            )
+        )
+    return hits
+
+
 class Traversal:
     """Runs searches against one storage with a bound on concurrent tag queries."""
 
@@ -64,33 +92,6 @@ class Traversal:
         return await self.storage.search_tags(
             tags, query, adjacent_k, filter_terms, self._concurrency
         )
-
-    async def _hits(
-        self,
-        order: Sequence[str],
-        reached: dict[str, _Reached],
-        selections: dict[str, Selection] | None = None,
-    ) -> list[Hit]:
-        """Read the nodes of the result once, at the end, and attach how each was reached."""
-        stored = {item.node.id: item for item in await self.storage.get(order)}
-        chosen = selections or {}
-        hits = []
-        for node_id in order:
-            if node_id not in stored:
-                continue
-            how, selection = reached[node_id], chosen.get(node_id)
-            hits.append(
-                Hit(
-                    node=stored[node_id].node,
-                    similarity=how.similarity,
-                    depth=how.depth,
-                    via=how.via,
-                    mmr_score=None if selection is None else selection.mmr_score,
-                    score=how.similarity if selection is None else selection.relevance,
-                    path=how.path,
-                )
-            )
-        return hits
 
     async def traversal_search(
         self,
@@ -144,7 +145,7 @@ class Traversal:
             if root.id not in reached:
                 reached[root.id] = _Reached(0, (), root.similarity, root.outgoing)
                 order.append(root.id)
-        return await self._hits(order, reached)
+        return await _read_hits(self.storage, order, reached)
 
     async def search(
         self,
@@ -183,21 +184,20 @@ class _Search:
         self.stats = stats if stats is not None else TraversalStats()
         self.selector = MmrSelector(query, strategy.lambda_mult, strategy.score_threshold)
         self.reached: dict[str, _Reached] = {}
-        self.anchors: dict[str, float] = {}
-        """Initial roots: expanded like candidates, never selected."""
+        self.anchors: set[str] = set()
+        """Initial roots: expanded like candidates with full relevance, never selected."""
         self.visited: set[TagKey] = set()
         self.expanded: set[str] = set()
         self.selected: dict[str, Selection] = {}
 
     def _relevance(self, node_id: str) -> float:
-        anchor = self.anchors.get(node_id)
-        return anchor if anchor is not None else self.selector.relevance(node_id)
+        return 1.0 if node_id in self.anchors else self.selector.relevance(node_id)
 
     async def run(self, initial_roots: Sequence[str]) -> list[Hit]:
         strategy = self.strategy
         if initial_roots:
             for root in await self.storage.get(list(initial_roots)):
-                self.anchors[root.node.id] = 1.0
+                self.anchors.add(root.node.id)
                 self.reached[root.node.id] = _Reached(0, (), 0.0, outgoing_tags(root.node.links))
             await self.expand(list(self.anchors))
         if strategy.fetch_k > 0:
@@ -243,7 +243,7 @@ class _Search:
                 )
                 for row in self.selector.unselected()
             ]
-        return await self.traversal._hits(list(self.selected), self.reached, self.selected)
+        return await _read_hits(self.storage, list(self.selected), self.reached, self.selected)
 
     async def expand(self, node_ids: Sequence[str]) -> None:
         """Query the unvisited outgoing tags of the expandable `node_ids` in one wave; then
