@@ -98,12 +98,18 @@ def latency(search: Callable[[int], Any], count: int) -> float:
     return median(times)
 
 
-def link_sets(passages: Sequence[data.Passage]) -> dict[str, list[frozenset[Link]]]:
-    """The three link variants, per passage."""
-    keywords = data.keyword_links([p.text for p in passages])
-    mentions = data.mention_links(passages)
-    both = [k | m for k, m in zip(keywords, mentions, strict=True)]
-    return {"keywords": keywords, "mentions": mentions, "both": both}
+def link_sets(
+    passages: Sequence[data.Passage], wanted: Sequence[str]
+) -> dict[str, list[frozenset[Link]]]:
+    """The link variants asked for, per passage (keywords are computed only when needed)."""
+    found: dict[str, list[frozenset[Link]]] = {}
+    if "keywords" in wanted or "both" in wanted:
+        found["keywords"] = data.keyword_links([p.text for p in passages])
+    found["mentions"] = data.mention_links(passages)
+    if "both" in wanted:
+        pairs = zip(found["keywords"], found["mentions"], strict=True)
+        found["both"] = [k | m for k, m in pairs]
+    return found
 
 
 def graphstore_methods(store: GraphStore, vectors: np.ndarray) -> dict[str, Callable[..., Any]]:
@@ -194,7 +200,7 @@ def evaluate_dataset(dataset: str, args: Any, backend: Any) -> dict[str, dict[st
     vectors = data.embed([p.text for p in passages])
     asked = [q["question"] for q in questions]
     question_vectors = data.embed(asked)
-    variants = link_sets(passages)
+    variants = link_sets(passages, args.links)
     found: dict[str, dict[str, Any]] = {}
     for links in args.links:
         store = GraphStore(None, backend.graph_storage(f"{dataset[:3]}_{links}"))

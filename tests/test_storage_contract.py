@@ -135,7 +135,7 @@ async def test_search_ranks_by_cosine_and_limits_to_k(backend: Storage):
         np.allclose(h.embedding, s.stored.embedding) for h, s in zip(hits, found, strict=True)
     )
     await backend.delete(["xy"])  # a free slot must never be ranked
-    after = await backend.search_hits(unit([0, 0, 1]), 4, frozenset())
+    after = await backend.search_hits(unit([0.1, 0, 1]), 4, frozenset())
     assert [h.id for h in after] == ["z", "x", "y"]
 
 
