@@ -2,8 +2,10 @@
 
 `<table>_nodes` holds one row per node (text, metadata and links as JSON, the embedding);
 `<table>_tags` holds one row per (incoming tag, node), partitioned by tag and carrying the
-node's embedding, outgoing tags and filter terms, so `search_tag` is one partition-restricted
-ANN query and a traversal step reads no node rows:
+node's embedding, outgoing tags and filter terms, so a traversal step reads no node rows.
+`search_tag` reads a small tag's partition whole (at most k + 1 rows) and ranks it by exact
+cosine here; only a tag holding more than k rows, or a filtered search, takes the
+partition-restricted ANN query:
 
     SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?) FROM <table>_tags
     WHERE kind = ? AND tag = ? [AND filter_terms CONTAINS ? ...]
@@ -90,7 +92,10 @@ SEARCH_TAG = (
     "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?) FROM {tags} "
     "WHERE kind = ? AND tag = ?{where} ORDER BY embedding ANN OF ? LIMIT ?"
 )
+READ_TAG = "SELECT node_id, embedding, outgoing FROM {tags} WHERE kind = ? AND tag = ? LIMIT ?"
 COUNT_TAG = "SELECT COUNT(*) FROM {tags} WHERE kind = ? AND tag = ?"
+LARGE_TAGS_REMEMBERED = 100_000
+"""How many tags known to be larger than a page `search_tag` remembers (skipping the read)."""
 SCAN_NODES = "SELECT node_id, links, outgoing, filter_terms FROM {nodes}"
 SCAN_TAGS = "SELECT kind, tag, node_id, outgoing, filter_terms FROM {tags}"
 SCAN_TAG_KEYS = "SELECT kind, tag FROM {tags}"
@@ -385,6 +390,19 @@ def _tag_hits(rows: Sequence[Any]) -> list[TagHit]:
     return sorted(hits, key=lambda hit: -hit.similarity)
 
 
+def _ranked(rows: Sequence[Any], query: Vector) -> list[TagHit]:
+    """Rows of (node_id, embedding, outgoing) ranked by exact cosine to `query`."""
+    if not rows:
+        return []
+    embeddings = [_vector(embedding) for _, embedding, _ in rows]
+    scores = np.stack(embeddings) @ query
+    hits = [
+        TagHit(node_id, embedding, _tags(outgoing), float(score))
+        for (node_id, _, outgoing), embedding, score in zip(rows, embeddings, scores, strict=True)
+    ]
+    return sorted(hits, key=lambda hit: (-hit.similarity, hit.id))
+
+
 def _vector(value: Sequence[float]) -> Vector:
     return np.asarray(value, dtype=np.float32)
 
@@ -436,6 +454,8 @@ class CassandraStorage(Storage):
         self._cluster: Any = None
         self._lock = threading.RLock()  # _create_schema prepares while holding it
         self._statements: dict[str, Any] = {}
+        self._large_tags: set[TagKey] = set()
+        """Tags seen holding more rows than a `search_tag` page: queried by ANN directly."""
         self._schema_ready = False
         self._names = {
             "nodes": f'"{self.keyspace}"."{self.table}_nodes"',
@@ -763,6 +783,14 @@ class CassandraStorage(Storage):
         query = vector.astype(np.float32)
         terms = sorted(filter_terms)
         kind, name = tag
+        if not terms and tag not in self._large_tags:
+            # A small partition read whole and ranked here costs the node far less than an
+            # ANN query; most tags (a title, a name) hold a few rows.
+            rows = await self._run(READ_TAG, (kind, name, k + 1))
+            if len(rows) <= k:
+                return _ranked(rows, query)
+            if len(self._large_tags) < LARGE_TAGS_REMEMBERED:
+                self._large_tags.add(tag)
         rows = await self._run(SEARCH_TAG, (query, kind, name, *terms, query, k), len(terms))
         return _tag_hits(rows)
 
