@@ -93,7 +93,7 @@ SEARCH_TAG = (
     "WHERE kind = ? AND tag = ?{where} ORDER BY embedding ANN OF ? LIMIT ?"
 )
 READ_TAG = "SELECT node_id, embedding, outgoing FROM {tags} WHERE kind = ? AND tag = ? LIMIT ?"
-COUNT_TAG = "SELECT COUNT(*) FROM {tags} WHERE kind = ? AND tag = ?"
+COUNT_TAG = "SELECT COUNT(*) FROM {tags} WHERE kind = ? AND tag = ?{where}"
 LARGE_TAGS_REMEMBERED = 100_000
 """How many tags known to be larger than a page `search_tag` remembers (skipping the read)."""
 SCAN_NODES = "SELECT node_id, links, outgoing, filter_terms FROM {nodes}"
@@ -794,11 +794,16 @@ class CassandraStorage(Storage):
         rows = await self._run(SEARCH_TAG, (query, kind, name, *terms, query, k), len(terms))
         return _tag_hits(rows)
 
-    async def tag_sizes(self, tags: Sequence[TagKey]) -> dict[TagKey, int]:
-        """One count per tag partition, concurrently."""
+    async def tag_sizes(
+        self, tags: Sequence[TagKey], filter_terms: frozenset[str] = frozenset()
+    ) -> dict[TagKey, int]:
+        """One count per tag partition (with the filter's CONTAINS terms), concurrently."""
         if self._dimension is None:
             return dict.fromkeys(tags, 0)
-        pages = await asyncio.gather(*(self._run(COUNT_TAG, tag) for tag in tags))
+        terms = sorted(filter_terms)
+        pages = await asyncio.gather(
+            *(self._run(COUNT_TAG, (*tag, *terms), len(terms)) for tag in tags)
+        )
         return {tag: int(rows[0][0]) for tag, rows in zip(tags, pages, strict=True)}
 
     async def stats(self, top_tags: int = 20) -> StoreStats:

@@ -449,10 +449,12 @@ class EmbeddedStorage(Storage):
                 for tag in tags
             ]
 
-    async def tag_sizes(self, tags: Sequence[TagKey]) -> dict[TagKey, int]:
+    async def tag_sizes(
+        self, tags: Sequence[TagKey], filter_terms: frozenset[str] = frozenset()
+    ) -> dict[TagKey, int]:
         with self._lock, self._failures("reading"):
             self._refresh()
-            return {tag: len(self._index.postings.get(tag, ())) for tag in tags}
+            return {tag: len(self._index.candidates(tag, filter_terms)) for tag in tags}
 
     async def stats(self, top_tags: int = 20) -> StoreStats:
         with self._lock, self._failures("reading"):

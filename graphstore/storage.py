@@ -109,9 +109,11 @@ class Storage(ABC):
         return list(await asyncio.gather(*(one(tag) for tag in tags)))
 
     @abstractmethod
-    async def tag_sizes(self, tags: Sequence[TagKey]) -> dict[TagKey, int]:
-        """How many nodes link in to each tag (0 for a tag no node has): how specific a
-        tag is, for path-aware relevance."""
+    async def tag_sizes(
+        self, tags: Sequence[TagKey], filter_terms: frozenset[str] = frozenset()
+    ) -> dict[TagKey, int]:
+        """How many nodes with all `filter_terms` link in to each tag (0 for none): how
+        specific a tag is among the passages a search may return, for path-aware relevance."""
 
     @abstractmethod
     async def stats(self, top_tags: int = 20) -> StoreStats:

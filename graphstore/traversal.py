@@ -313,15 +313,16 @@ class _Search:
     async def _tag_sizes(
         self, tags: Sequence[TagKey], found: Sequence[Sequence[TagHit]]
     ) -> dict[TagKey, int]:
-        """How many nodes link in to each tag.  An unfiltered page shorter than `adjacent_k`
-        is the whole tag; the storage counts the others."""
+        """How many passages the search may return link in to each tag (those that pass the
+        filter, so passages filtered out never change a result).  A page shorter than
+        `adjacent_k` is the whole (filtered) tag; the storage counts the others."""
         sizes: dict[TagKey, int] = {}
         unknown = []
         for tag, tag_hits in zip(tags, found, strict=True):
-            if not self.filter_terms and len(tag_hits) < self.strategy.adjacent_k:
+            if len(tag_hits) < self.strategy.adjacent_k:
                 sizes[tag] = len(tag_hits)
             else:
                 unknown.append(tag)
         if unknown:
-            sizes.update(await self.storage.tag_sizes(unknown))
+            sizes.update(await self.storage.tag_sizes(unknown, self.filter_terms))
         return sizes

@@ -222,11 +222,14 @@ async def test_in_flight_requests_never_exceed_the_bound(storage):
     nodes = [Node("H", "text H", {}, frozenset(Link.outgoing("kw", n) for n in spokes))]
     nodes += [Node(n, f"text {n}", {}, frozenset([Link.incoming("kw", n)])) for n in spokes]
     await store.aadd_nodes(nodes)
-    hits = await store.atraversal_search("q", k=1, depth=1, adjacent_k=2)
+    hits = await store.atraversal_search("q", k=25, start_k=1, depth=1, adjacent_k=2)
     assert len(hits) == 25
     # Many loops at once: the sync API runs each search on a fresh loop in a worker thread.
     await asyncio.gather(
-        *(asyncio.to_thread(store.traversal_search, "q", k=1, depth=1) for _ in range(4))
+        *(
+            asyncio.to_thread(store.traversal_search, "q", k=25, start_k=1, depth=1)
+            for _ in range(4)
+        )
     )
     assert storage.max_in_flight == 3
     assert 1 < storage.peak_in_flight <= storage.max_in_flight

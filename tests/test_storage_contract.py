@@ -227,3 +227,17 @@ async def test_filters_reach_into_nested_dicts_and_dicts_in_lists(backend: Stora
     assert await ids({"tags": {"a": 5, "b": 7}}) == ["a", "b"]
     assert await ids({"tags": {"a": 5, "b": 10}}) == []
     assert await ids({"nested": {"a": 6}}) == ["b"]
+
+
+async def test_tag_sizes_count_the_nodes_linking_in_that_pass_the_filter(backend: Storage):
+    await backend.upsert(
+        [
+            stored("a", [1, 0, 0], [Link.bidir("kw", "t")], {"color": "red"}),
+            stored("b", [0, 1, 0], [Link.incoming("kw", "t")], {"color": "blue"}),
+            stored("c", [0, 0, 1], [Link.outgoing("kw", "t")], {"color": "red"}),
+        ]
+    )
+    tags = [("kw", "t"), ("kw", "none")]
+    assert await backend.tag_sizes(tags) == {("kw", "t"): 2, ("kw", "none"): 0}
+    red = required_terms({"color": "red"})
+    assert await backend.tag_sizes(tags, red) == {("kw", "t"): 1, ("kw", "none"): 0}
