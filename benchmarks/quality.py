@@ -203,7 +203,7 @@ def evaluate_dataset(dataset: str, args: Any, backend: Any) -> dict[str, dict[st
     variants = link_sets(passages, args.links)
     found: dict[str, dict[str, Any]] = {}
     for links in args.links:
-        store = GraphStore(None, backend.graph_storage(f"{dataset[:3]}_{links}"))
+        store = GraphStore(None, backend.graph_storage(f"q_{dataset[:3]}_{links}"))
         nodes = [
             Node(p.title, p.text, {}, tag_set)
             for p, tag_set in zip(passages, variants[links], strict=True)
