@@ -200,13 +200,12 @@ class GraphStore:
 
         Roots are the nearest passages; passages linked to them inherit relevance damped by
         how specific the shared tag is (`graphstore.relevance`).  Returns exactly `k` hits
-        unless fewer pass `filter` (`fetch_k` defaults to `max(10, k)`).  `options` override
-        the `Strategy` settings (`fetch_k`,
-        `depth`, `adjacent_k`, `expand_k`, `lambda_mult`, `damping`, …); pass
-        `stats=TraversalStats(keep_unselected=True)` to see the candidates that lost.
+        unless fewer pass `filter`: `fetch_k` defaults to `max(10, k)` roots.  `options`
+        override the other `Strategy` settings (`depth`, `adjacent_k`, `expand_k`,
+        `lambda_mult`, `damping`, …); pass `stats=TraversalStats(keep_unselected=True)` to
+        see the candidates that lost.
         """
-        # At least k roots, so that k passages come back whenever k pass the filter.
-        options.setdefault("fetch_k", max(DEFAULT.fetch_k, k) if isinstance(k, int) else k)
+        options.setdefault("fetch_k", max(DEFAULT.fetch_k, check_count("k", k)))
         strategy = DEFAULT.with_options(k=k, **options).checked()
         terms = required_terms(filter)
         return await self.traversal.search(
