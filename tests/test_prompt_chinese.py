@@ -55,4 +55,8 @@ async def test_prompt_context_covers_more_characters_than_plain_similarity(backe
     assert traversal.tokens <= budget
     assert similar.tokens <= budget
     assert any(hit.via is not None for hit in traversal.hits)
-    assert len(characters(traversal)) > len(characters(similar))
+    # In one chapter every passage names the pilgrims, so their tags are hubs that pass on
+    # little relevance: the default search keeps every character similarity finds.  (The
+    # old default, MMR at lambda 0.5, covered more of them by diversity alone, and lost the
+    # second passage of multi-hop questions for it.)
+    assert characters(traversal) >= characters(similar)
