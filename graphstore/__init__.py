@@ -2,10 +2,13 @@
 
 from graphstore.errors import GraphStoreError, InvalidInputError, StorageError, StoreOpenError
 from graphstore.links import Link
-from graphstore.nodes import Hit, Node
+from graphstore.nodes import Candidate, Hit, Node
 from graphstore.store import GraphStore
+from graphstore.strategy import Strategy
+from graphstore.traversal import TraversalStats
 
 __all__ = [
+    "Candidate",
     "GraphStore",
     "GraphStoreError",
     "Hit",
@@ -14,4 +17,6 @@ __all__ = [
     "Node",
     "StorageError",
     "StoreOpenError",
+    "Strategy",
+    "TraversalStats",
 ]

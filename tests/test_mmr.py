@@ -107,3 +107,19 @@ def test_langchain_helper_drops_the_redundancy_weight(pool):
     upstream = [helper.pop_best() for _ in range(10)]
     expected, _ = reference_mmr(query, embeddings, 0.9, 10)
     assert upstream != [f"d{i}" for i in expected]
+
+
+def test_given_relevance_replaces_similarity_and_can_only_rise(pool):
+    query, embeddings = pool
+    relevance = np.linspace(1.0, 0.0, 10, dtype=np.float32)
+    selector = MmrSelector(query, 1.0)
+    selector.add([f"d{i}" for i in range(10)], embeddings[:10], relevance)
+    selector.raise_relevance("d9", 2.0)
+    selector.raise_relevance("d0", 0.5)  # lower than it has: kept at 1.0
+    first, second = selector.pop_best(), selector.pop_best()
+    assert (first.id, first.relevance, first.mmr_score) == ("d9", 2.0, 2.0)
+    assert (second.id, second.relevance) == ("d0", 1.0)
+    assert second.similarity == pytest.approx(float(embeddings[0] @ query), abs=1e-6)
+    rest = selector.unselected()
+    assert [row.id for row in rest] == [f"d{i}" for i in range(1, 9)]
+    assert all(row.mmr_score == pytest.approx(row.relevance) for row in rest)
