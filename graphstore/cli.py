@@ -239,11 +239,14 @@ async def _search(args: argparse.Namespace, store: GraphStore) -> None:
     metadata_filter = _filter(args.filter)
     options = _given_options(args)
     stats = TraversalStats(keep_unselected=args.debug)
+    unused = {"similarity": set(options), "traversal": {"fetch_k", "lambda_mult"} & set(options)}
+    ignored = sorted(unused.get(args.mode, ()))
+    if ignored:
+        flag = "--" + ignored[0].replace("_mult", "").replace("_", "-")
+        raise InvalidInputError(f"{flag} does not apply to --mode {args.mode}")
     if args.mode == "similarity":
         hits = await store.asimilarity_search(args.query, k=args.k, filter=metadata_filter)
     elif args.mode == "traversal":
-        options.pop("fetch_k", None)
-        options.pop("lambda_mult", None)
         hits = await store.atraversal_search(
             args.query, k=args.k, filter=metadata_filter, stats=stats, **options
         )

@@ -5,7 +5,7 @@ and the relevance of the passage it was reached from.  The second supporting pas
 multi-hop question is exactly the one that is *not* similar to the question, so scoring it
 by its own cosine alone (as plain MMR traversal does) ranks it below near-copies of the
 first.  Here a linked passage inherits its parent's relevance in proportion to how specific
-the tag is: a tag carried by one passage (a title mention) passes nearly all of it, a tag on
+the tag is: a tag carried by one passage (a title mention) passes all of it, a tag on
 a large share of the store (a common keyword) passes little.  Its own similarity fills the
 rest, and relevance never drops below that similarity, so a link can only raise a passage.
 """

@@ -171,3 +171,16 @@ def test_search_json_gives_one_object_per_hit_and_debug_the_losers(ingested, cap
     # A candidate's MMR score only falls as passages are selected: none that lost beats the
     # score the last hit was selected with.
     assert all(loser["mmr_score"] <= hits[-1]["mmr_score"] + 1e-6 for loser in losers)
+
+
+@pytest.mark.parametrize(
+    ("mode", "option", "flag"),
+    [("similarity", "--depth", "--depth"), ("traversal", "--lambda", "--lambda")],
+)
+def test_search_options_that_do_not_apply_to_the_mode_are_refused(
+    ingested, capsys, mode, option, flag
+):
+    capsys.readouterr()
+    argv = ["--store", str(ingested), "search", "q", "--mode", mode, option, "1"]
+    assert main(argv) == 2
+    assert f"{flag} does not apply to --mode {mode}" in capsys.readouterr().err
