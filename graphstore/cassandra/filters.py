@@ -44,8 +44,6 @@ STRING_PREFIX_BYTES = 40
 """UTF-8 bytes of a string a range column keeps."""
 EXACT_DOUBLE = 2**53
 """Below this magnitude every integer is a double: a strict range stays strict."""
-STRICT = {"$lt": "<", "$lte": "<=", "$gt": ">", "$gte": ">="}
-LOOSE = {"$lt": "<=", "$lte": "<=", "$gt": ">=", "$gte": ">="}
 
 T = TypeVar("T")
 
@@ -198,12 +196,14 @@ def _branch(
     conjunction: Sequence[Literal], columns: Collection[RangeColumn], complete: bool
 ) -> Branch | None:
     """A conjunction as one query, or None when it cannot match (a range on a (key, type)
-    no node has)."""
-    restrictions: dict[tuple[str, Any], None] = {}
+    no node has).  Cassandra takes one bound per column and direction: of several, the
+    tightest (all hold, so it alone is what they require together)."""
+    terms: dict[str, None] = {}
+    bounds: dict[str, tuple[float | int, bool]] = {}
     exact = True
     for literal in conjunction:
         if isinstance(literal, Equals):
-            restrictions[("filter_terms CONTAINS ?", literal.term)] = None
+            terms[literal.term] = None
         elif isinstance(literal, Compare):
             column = range_column(literal)
             if column not in columns:
@@ -213,14 +213,29 @@ def _branch(
                 continue
             precise = _exact(literal)
             exact = exact and precise
-            name = column.lo if literal.operator in ("$lt", "$lte") else column.hi
-            operator = (STRICT if precise else LOOSE)[literal.operator]
-            restrictions[(f'"{name}" {operator} ?', code(literal.value))] = None
+            upper = literal.operator in ("$lt", "$lte")
+            name = column.lo if upper else column.hi
+            bound = code(literal.value)
+            strict = precise and literal.operator in ("$lt", "$gt")
+            known = bounds.get(name)
+            if known is None or _tighter((bound, strict), known, upper):
+                bounds[name] = (bound, strict)
         else:
             exact = False
-    return Branch(
-        tuple(text for text, _ in restrictions), tuple(value for _, value in restrictions), exact
-    )
+    restrictions = ["filter_terms CONTAINS ?"] * len(terms)
+    values: list[Any] = list(terms)
+    for name, (bound, strict) in sorted(bounds.items()):
+        upper = name.endswith("_lo")
+        restrictions.append(f'"{name}" {("<" if upper else ">") + ("" if strict else "=")} ?')
+        values.append(bound)
+    return Branch(tuple(restrictions), tuple(values), exact)
+
+
+def _tighter(new: tuple[float | int, bool], old: tuple[float | int, bool], upper: bool) -> bool:
+    """Whether bound `new` (value, strict) excludes more than `old`."""
+    if new[0] != old[0]:
+        return new[0] < old[0] if upper else new[0] > old[0]
+    return new[1] and not old[1]
 
 
 Fetch = Callable[[Branch, int | None], Awaitable[list[T]]]
