@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from graphstore import GraphStore
+from graphstore.cassandra.filters import ANN_LIMIT
 from graphstore.errors import InvalidInputError
 from graphstore.filters import EVERYTHING, matches, parse_filter
 from graphstore.links import Link
@@ -195,6 +196,22 @@ def random_filter(rng: random.Random, depth: int = 0) -> dict[str, Any]:
     return combined
 
 
+HAND_PICKED: list[dict[str, Any]] = [
+    {"chapter": {"$in": list(range(1, 41))}},  # more branches than Cassandra runs: checked on rows
+    {"chapter": {"$in": [1, 2, 3, 4]}, "book": {"$in": [*BOOKS, "x"]}},
+    {"book": {"$ne": "西游记"}},
+    {"words": {"$nin": ["monkey", "pig"]}},
+    {"$or": [{"chapter": {"$lt": 5}}, {"date": {"$gte": "2024-11"}}, {"score": {"$gt": 0.9}}]},
+    {"title": {"$gt": LONG + "乙"}},
+    {"title": {"$lte": LONG + "乙", "$gt": LONG}},
+    {"big": {"$gt": 2**53}, "chapter": {"$gte": 10, "$lt": 30}},
+    {"chapter": {"$gte": 10.5, "$lte": 20, "$lt": 15}, "$or": [{"flag": True}, {"flag": False}]},
+    {"date": {"$gte": "2024-05-01", "$lt": "2024-06-01T00:00:00Z"}},
+    {"score": {"$gte": 0, "$lte": -0.0}},
+    {"chapter": {"$gt": "10"}},
+]
+
+
 # -- the tests ----------------------------------------------------------------------------
 
 
@@ -237,8 +254,7 @@ async def test_random_filters_match_the_reference_on_every_backend(backend: Stor
     query = unit(np.random.default_rng(SEED + 1).standard_normal(DIM))
     by_similarity = sorted(embedding, key=lambda node_id: -float(embedding[node_id] @ query))
     checked = 0
-    for _ in range(FILTERS):
-        raw = random_filter(rng)
+    for number, raw in enumerate([*HAND_PICKED, *(random_filter(rng) for _ in range(FILTERS))]):
         where = parse_filter(raw)
         expected = {node_id for node_id, md in metadata.items() if oracle(raw, md)}
         assert {node_id for node_id, md in metadata.items() if matches(where, md)} == expected, raw
@@ -252,6 +268,11 @@ async def test_random_filters_match_the_reference_on_every_backend(backend: Stor
         top = [node_id for node_id in by_similarity if node_id in expected][:7]
         assert [hit.id for hit in await backend.search_hits(query, 7, where)] == top, raw
         assert [hit.id for hit in await backend.search_tag(TAG, query, 7, where)] == top, raw
+        if number % 10 == 0:  # beyond an ANN query's largest LIMIT (Cassandra: read and rank)
+            many = ANN_LIMIT + 1
+            assert {s.stored.node.id for s in await backend.search(query, many, where)} == expected
+            assert {hit.id for hit in await backend.search_hits(query, many, where)} == expected
+            assert {hit.id for hit in await backend.search_tag(TAG, query, many, where)} == expected
         checked += 1
     assert checked >= 500
 
@@ -386,3 +407,52 @@ def test_parsing_normalizes_what_means_the_same():
     assert parse_filter({"a": {"$in": [1]}}) == parse_filter({"a": 1.0})
     assert not matches(parse_filter({"a": {"$in": []}}), {"a": 1})
     assert matches(parse_filter({"a": {"$nin": []}}), {})
+
+
+async def test_every_entry_point_takes_an_as_of_chapter_filter(backend: Storage):
+    """The filter the writer context builds for `--as-of-chapter` (a user filter `$and` a
+    chapter bound) through every search, the LangChain store and retriever, and prompts."""
+    from graphstore.langchain import GraphStoreVectorStore
+    from graphstore.prompt import awriter_context
+    from graphstore.testing.embeddings import KeyedEmbeddings
+
+    lc_store = GraphStoreVectorStore(KeyedEmbeddings(), backend)
+    store = lc_store.store
+    nodes = [
+        Node(
+            f"{book}-{chapter}",
+            f"{book} chapter {chapter}: the pilgrims walk on",
+            {"book": book, "chapter": chapter},
+            frozenset({Link.bidir("entity", "孙悟空"), Link.bidir("ch", str(chapter // 5))}),
+        )
+        for book in ["西游记", "红楼梦"]
+        for chapter in range(1, 41)
+    ]
+    await store.aadd_nodes(nodes)
+
+    def allowed(metadata: Any) -> bool:
+        return metadata["book"] == "西游记" and metadata["chapter"] <= 27
+
+    scene = "the pilgrims walk on"
+    runs = {
+        "search": await store.asearch(scene, k=6, filter=AS_OF_27),
+        "similarity": await store.asimilarity_search(scene, k=6, filter=AS_OF_27),
+        "traversal": await store.atraversal_search(scene, k=6, depth=2, filter=AS_OF_27),
+        "mmr": await store.ammr_traversal_search(scene, k=6, filter=AS_OF_27),
+    }
+    for name, hits in runs.items():
+        assert len(hits) == 6, name
+        assert all(allowed(hit.node.metadata) for hit in hits), name
+    documents = [
+        *await lc_store.asimilarity_search(scene, k=6, filter=AS_OF_27),
+        *await lc_store.amax_marginal_relevance_search(scene, k=6, filter=AS_OF_27),
+        *await lc_store.as_retriever(search_kwargs={"k": 6, "filter": AS_OF_27}).ainvoke(scene),
+        *await lc_store.as_retriever(
+            search_type="mmr_traversal", search_kwargs={"k": 6, "filter": AS_OF_27}
+        ).ainvoke(scene),
+    ]
+    assert len(documents) == 24
+    assert all(allowed(document.metadata) for document in documents)
+    context = await awriter_context(store, scene, k=6, filter=AS_OF_27, budget=10_000)
+    assert len(context.hits) == 6
+    assert all(allowed(hit.node.metadata) for hit in context.hits)

@@ -5,9 +5,10 @@ A pair is added (`ALTER TABLE … ADD IF NOT EXISTS`, then its four indexes) the
 node with a value of that key and type is written, before that node; it is registered in
 the store's meta table only once its indexes answer queries, and readers plan with the
 registered pairs only.  So every node holding such a value has the pair filled in, and a
-range on a (key, type) that is not registered matches nothing.  After `MAX_RANGE_COLUMNS`
-pairs no more are added (each costs four indexes): the store is marked *overflowing*, and
-ranges on the other keys are checked on rows instead (correct, slower).
+range on a (key, type) that is not registered matches nothing.  After `limit` pairs
+(default `MAX_RANGE_COLUMNS`) no more are added (each costs four indexes): the store is
+marked *overflowing*, and ranges on the other keys are checked on rows instead (correct,
+slower).
 
 A store written before range columns existed has no meta `format` row: the first time it is
 used, every node's range columns are filled in from its filter terms (one scan of the node
@@ -92,8 +93,9 @@ def updates(
 class RangeColumns:
     """The registered range column pairs of one store (see the module docstring)."""
 
-    def __init__(self, requests: Requests, session: Any) -> None:
+    def __init__(self, requests: Requests, session: Any, limit: int = MAX_RANGE_COLUMNS) -> None:
         self._requests = requests
+        self.limit = limit
         self._session = session
         self._lock = threading.Lock()
         self.known: frozenset[RangeColumn] = frozenset()
@@ -163,7 +165,7 @@ class RangeColumns:
         with self._lock:
             self._remember(dict(self._requests.execute_now(self._requests.cql(SELECT_META), ())))
             for column in sorted(columns - self.known, key=lambda c: (c.key, c.is_number)):
-                if len(self.known) >= MAX_RANGE_COLUMNS:
+                if len(self.known) >= self.limit:
                     if not self.overflowing:
                         self._insert_now("overflow", "1")
                         self.overflowing = True

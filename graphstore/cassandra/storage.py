@@ -56,7 +56,7 @@ from graphstore.cassandra.queries import (
     SELECT_NODE,
     TAG_MEMBERS,
 )
-from graphstore.cassandra.ranges import RangeColumns, cells, updates, wanted
+from graphstore.cassandra.ranges import MAX_RANGE_COLUMNS, RangeColumns, cells, updates, wanted
 from graphstore.cassandra.rows import ranked, stored_node, tag_hits, tag_set
 from graphstore.cassandra.schema import (
     DDL_TIMEOUT,
@@ -111,6 +111,10 @@ class CassandraStorage(Storage):
     - At most `max_in_flight` requests are outstanding at once across all event loops and
       threads; `peak_in_flight` records the most seen.
     - `stats` and `check` scan whole tables: fine for tests and the CLI, not for huge stores.
+    - Filters: equality on the indexed `filter_terms`, ranges on range columns (a pair per
+      metadata key and value type, at most `max_range_columns` pairs, each with four SAI
+      indexes; `graphstore.cassandra.ranges`), the rest checked on rows
+      (`graphstore.cassandra.filters`).
     """
 
     def __init__(
@@ -122,6 +126,7 @@ class CassandraStorage(Storage):
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_RETRIES,
+        max_range_columns: int = MAX_RANGE_COLUMNS,
     ) -> None:
         vector_codec.install()
         self.keyspace = identifier("keyspace", keyspace)
@@ -141,7 +146,7 @@ class CassandraStorage(Storage):
         self._requests = Requests(
             session, names, max_in_flight=max_in_flight, timeout=timeout, max_retries=max_retries
         )
-        self._ranges = RangeColumns(self._requests, session)
+        self._ranges = RangeColumns(self._requests, session, max_range_columns)
         try:
             if not self._requests.execute_now(SELECT_KEYSPACE, (self.keyspace,)):
                 raise StoreOpenError(
