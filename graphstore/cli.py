@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import sys
 import textwrap
@@ -22,6 +21,7 @@ from typing import Any
 
 from extractors.frequency import TagFrequencyFilter
 from graphstore.errors import GraphStoreError, InvalidInputError
+from graphstore.filter_expressions import filter_of
 from graphstore.ingest import (
     PassageLinker,
     hierarchy_linker,
@@ -107,20 +107,14 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--debug", action="store_true", help="also list candidates considered and not returned"
     )
-    search.add_argument(
-        "--filter",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="VALUE is a JSON number, true/false or quoted string when it parses as one, "
-        "else the text as given",
-    )
+    _filter_option(search)
 
     prompt = commands.add_parser("prompt", help="passages for a writer's prompt about a scene")
     prompt.add_argument("scene")
     prompt.add_argument("--budget", type=int, default=1500, help="token budget of the block")
     prompt.add_argument("-k", type=int, default=PROMPT_K, help="passages searched for")
     _strategy_options(prompt)
+    _filter_option(prompt)
     prompt.add_argument(
         "--template",
         default=DEFAULT_TEMPLATE,
@@ -151,6 +145,18 @@ def _strategy_options(command: argparse.ArgumentParser) -> None:
         dest="lambda_mult",
         type=float,
         help=f"MMR: 1 relevance only, 0 diversity only (default {DEFAULT.lambda_mult})",
+    )
+
+
+def _filter_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="metadata filter, repeatable (all must hold): KEY=VALUE, KEY!=VALUE, KEY<VALUE "
+        "(<=, >, >=), 'KEY in V1,V2' or 'KEY not in …'; VALUE is a JSON number, true/false "
+        "or quoted string when it parses as one, else the text as given",
     )
 
 
@@ -213,30 +219,10 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
     return linkers
 
 
-def _filter_value(text: str) -> str | int | float | bool:
-    """`3` → 3, `2.5` → 2.5, `true` → True, `"3"` → "3"; anything else is the text itself."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text
-    if isinstance(value, float) and not math.isfinite(value):
-        return text
-    return value if isinstance(value, (str, int, float, bool)) else text
-
-
-def _filter(pairs: Sequence[str]) -> dict[str, str | int | float | bool] | None:
-    parsed: dict[str, str | int | float | bool] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InvalidInputError(f"--filter expects KEY=VALUE, got {pair!r}")
-        parsed[key] = _filter_value(value)
-    return parsed or None
-
-
-async def _search(args: argparse.Namespace, store: GraphStore) -> None:
+async def _search(
+    args: argparse.Namespace, store: GraphStore, metadata_filter: dict[str, Any] | None
+) -> None:
     """`graphstore search`: hits as text or JSON lines, and with --debug the losers."""
-    metadata_filter = _filter(args.filter)
     options = _given_options(args)
     stats = TraversalStats(keep_unselected=args.debug)
     unused = {"similarity": set(options), "traversal": {"fetch_k", "lambda_mult"} & set(options)}
@@ -315,6 +301,7 @@ async def _run(args: argparse.Namespace) -> int:
     if creating:
         check_max_chars(args.max_chars)
         linkers = _linkers(args)
+    metadata_filter = filter_of(getattr(args, "filter", []))  # checked before anything runs
     if args.command in ("ingest", "search", "prompt"):
         from graphstore.embeddings import load_embeddings
 
@@ -326,7 +313,11 @@ async def _run(args: argparse.Namespace) -> int:
     done = False
     try:
         status = await _command(
-            args, GraphStore(embeddings, storage), redact(location), linkers if creating else []
+            args,
+            GraphStore(embeddings, storage),
+            redact(location),
+            linkers if creating else [],
+            metadata_filter,
         )
         done = True
         return status
@@ -338,7 +329,11 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _command(
-    args: argparse.Namespace, store: GraphStore, shown: str, linkers: list[PassageLinker]
+    args: argparse.Namespace,
+    store: GraphStore,
+    shown: str,
+    linkers: list[PassageLinker],
+    metadata_filter: dict[str, Any] | None,
 ) -> int:
     """Run one command; `shown` is the store location as printed (see `redact`)."""
     if args.command == "ingest":
@@ -363,13 +358,14 @@ async def _command(
             f"store has {stats.nodes} passages, {stats.tags} tags, {stats.tag_rows} tag rows"
         )
     elif args.command == "search":
-        await _search(args, store)
+        await _search(args, store, metadata_filter)
     elif args.command == "prompt":
         context = await awriter_context(
             store,
             args.scene,
             budget=args.budget,
             k=args.k,
+            filter=metadata_filter,
             template=args.template.replace("\\n", "\n"),
             **_given_options(args),
         )
