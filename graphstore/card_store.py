@@ -10,11 +10,23 @@ other cards it names.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
 from extractors.mentions import MentionLinkExtractor
+from graphstore.card_files import read_cards
 from graphstore.cards import CARD, Card, card_from_node, card_mentions, card_node, check_names
-from graphstore.ingest import covers
+from graphstore.errors import InvalidInputError
+from graphstore.ingest import (
+    IngestReport,
+    PassageLinker,
+    covers,
+    ingest,
+    scope,
+    source_name,
+    text_linker,
+)
 from graphstore.store import GraphStore, Query
 from graphstore.strategy import MAX_K
 
@@ -66,7 +78,7 @@ async def aplan_cards(
     stored = [card for card in await astored_cards(store) if card.id not in new]
     stale = [c.id for c in stored if c.source and any(covers(s, c.source) for s in scopes)]
     kept = [card for card in stored if card.id not in stale]
-    return CardPlan(list(cards), check_names([*cards, *kept]), stale)
+    return CardPlan(list(cards), check_names([*kept, *cards]), stale)
 
 
 async def awrite_cards(store: GraphStore, plan: CardPlan) -> int:
@@ -76,3 +88,33 @@ async def awrite_cards(store: GraphStore, plan: CardPlan) -> int:
     if plan.cards and mentions is not None:
         await store.aadd_nodes([card_node(card, mentions) for card in plan.cards])
     return await store.adelete(plan.stale) if plan.stale else 0
+
+
+async def aingest_with_cards(
+    store: GraphStore,
+    paths: Sequence[Path],
+    cards_folder: Path | None,
+    *,
+    linkers: Sequence[PassageLinker],
+    root: Path | None = None,
+    **options: Any,
+) -> IngestReport:
+    """Ingest files (`graphstore.ingest.ingest`, with `options`) and a folder of cards.
+
+    Cards are read and checked first, then the files are ingested with one more linker:
+    mentions of every card the store will hold.  Cards are written last, so a bad card or
+    a bad file leaves the store as it was; cards of the folder whose files are gone are
+    removed.  Card sources are named as files are, relative to `root`.
+    """
+    if not paths and cards_folder is None:
+        raise InvalidInputError("give files or folders to ingest, or a folder of cards")
+    base = Path.cwd() if root is None else root
+    cards = read_cards(cards_folder, lambda path: source_name(path, base)) if cards_folder else []
+    plan = await aplan_cards(store, cards, [scope(cards_folder, base)] if cards_folder else [])
+    mentions = plan.mentions()
+    linked = [*linkers, text_linker(mentions)] if mentions is not None else list(linkers)
+    report = IngestReport(files=0, passages=0)
+    if paths:
+        report = await ingest(store, paths, linkers=linked, root=root, **options)
+    removed = await awrite_cards(store, plan)
+    return replace(report, cards=len(cards), removed=report.removed + removed)

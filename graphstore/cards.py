@@ -150,15 +150,15 @@ def card_from_mapping(data: Any, source: str = "") -> Card:
 
 def check_names(cards: Iterable[Card]) -> list[Card]:
     """`cards`, or a one-line error when two of them share a name or an alias."""
-    owner: dict[str, str] = {}
+    owner: dict[str, Card] = {}
     listed = list(cards)
     for card in listed:
         for alias in (card.name, *card.aliases):
-            key = normalize_tag(alias)
-            other = owner.setdefault(key, card.name)
-            if other != card.name:
+            other = owner.setdefault(normalize_tag(alias), card)
+            if other.name != card.name:
+                where = f" ({other.source})" if other.source else ""
                 raise InvalidInputError(
-                    f"{card.source or card.name}: {alias!r} already names {other!r}"
+                    f"{card.source or card.name}: {alias!r} already names {other.name!r}{where}"
                 )
     return listed
 

@@ -21,20 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from extractors.frequency import TagFrequencyFilter
-from graphstore.card_files import read_cards
-from graphstore.card_store import aplan_cards, awrite_cards
+from graphstore.card_store import aingest_with_cards
 from graphstore.chapters import as_of_filter
 from graphstore.errors import GraphStoreError, InvalidInputError
-from graphstore.ingest import (
-    IngestReport,
-    PassageLinker,
-    hierarchy_linker,
-    hyperlink_linker,
-    ingest,
-    scope,
-    source_name,
-    text_linker,
-)
+from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, text_linker
 from graphstore.links import TagKey
 from graphstore.location import (
     STORE_ENV,
@@ -415,37 +405,26 @@ async def _command(
 async def _ingest(
     args: argparse.Namespace, store: GraphStore, shown: str, linkers: list[PassageLinker]
 ) -> None:
-    """`graphstore ingest`: cards checked first, then text passages (linked to every card
-    the store will hold), then the cards; one summary line."""
+    """`graphstore ingest`: files and cards, then one summary line."""
     from tqdm import tqdm
 
-    if not args.paths and args.cards is None:
-        raise InvalidInputError("give files or folders to ingest, or --cards DIR")
-    base = Path.cwd() if args.root is None else args.root
-    cards = read_cards(args.cards, lambda path: source_name(path, base)) if args.cards else []
-    plan = await aplan_cards(store, cards, [scope(args.cards, base)] if args.cards else [])
-    mentions = plan.mentions()
-    if mentions is not None:
-        linkers = [*linkers, text_linker(mentions)]
-    report = IngestReport(files=0, passages=0)
-    if args.paths:
-        bar = tqdm(unit="passage", desc="ingest", disable=not sys.stderr.isatty())
-        report = await ingest(
-            store,
-            args.paths,
-            linkers=linkers,
-            tag_filter=None if args.max_tag_df is None else TagFrequencyFilter(args.max_tag_df),
-            max_chars=args.max_chars,
-            root=args.root,
-            on_plan=lambda total: setattr(bar, "total", total),
-            on_batch=bar.update,
-        )
-        bar.close()
-    removed = report.removed + await awrite_cards(store, plan)
+    bar = tqdm(unit="passage", desc="ingest", disable=not sys.stderr.isatty())
+    report = await aingest_with_cards(
+        store,
+        args.paths,
+        args.cards,
+        linkers=linkers,
+        tag_filter=None if args.max_tag_df is None else TagFrequencyFilter(args.max_tag_df),
+        max_chars=args.max_chars,
+        root=args.root,
+        on_plan=lambda total: setattr(bar, "total", total),
+        on_batch=bar.update,
+    )
+    bar.close()
     stats = await store.astats()
     print(
-        f"ingested {report.passages} passages from {report.files} files and {len(cards)} "
-        f"cards into {shown}; removed {removed} stale passages; "
+        f"ingested {report.passages} passages from {report.files} files and {report.cards} "
+        f"cards into {shown}; removed {report.removed} stale passages; "
         f"store has {stats.nodes} passages, {stats.tags} tags, {stats.tag_rows} tag rows"
     )
 

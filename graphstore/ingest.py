@@ -174,7 +174,10 @@ class IngestReport:
     files: int
     passages: int
     removed: int = 0
-    """Stale passages deleted: of files gone from the folders ingested, or past a file's end."""
+    """Stale passages deleted: of files gone from the folders ingested, or past a file's end
+    (and cards gone from a card folder ingested again)."""
+    cards: int = 0
+    """Entity cards written."""
 
 
 def read_all(files: Sequence[tuple[Path, str]], max_chars: int) -> Iterator[Passage]:
