@@ -319,8 +319,9 @@ def _print_hit(rank: int, hit: Hit) -> None:
 
 async def _run(args: argparse.Namespace) -> int:
     location = store_location(args.store)
-    creating = args.command in ("ingest", "mcp")
-    if creating:
+    creating = args.command in ("ingest", "mcp")  # the commands that write
+    linkers: list[PassageLinker] = []
+    if args.command == "ingest":
         check_max_chars(args.max_chars)
         linkers = _linkers(args)
     if args.command in ("ingest", "search", "prompt", "mcp"):
@@ -333,9 +334,7 @@ async def _run(args: argparse.Namespace) -> int:
     storage = open_storage(location, create=creating)
     done = False
     try:
-        status = await _command(
-            args, GraphStore(embeddings, storage), redact(location), linkers if creating else []
-        )
+        status = await _command(args, GraphStore(embeddings, storage), redact(location), linkers)
         done = True
         return status
     finally:
