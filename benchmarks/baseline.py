@@ -22,8 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from graphstore.embedded import encode_links
-from graphstore.links import TagKey, incoming_tags, outgoing_tags
+from graphstore.links import TagKey, encode_links, incoming_tags, outgoing_tags
 from graphstore.mmr import MmrSelector
 from graphstore.nodes import Node, Vector
 from graphstore.traversal import TraversalStats

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
-from graphstore.links import Link, TagKey, incoming_tags, outgoing_tags
+from graphstore.links import TagKey, decode_links, encode_links, incoming_tags, outgoing_tags
 from graphstore.metadata import filter_terms
 from graphstore.nodes import Node, StoredNode, TagHit, Vector
 from graphstore.sqlite_file import cause, open_file
@@ -46,16 +46,6 @@ from graphstore.storage import ScoredNode, Storage, StoreStats
 
 READ_CHUNK = 500
 """Ids per `IN (…)` query, below SQLite's bound-parameter limit."""
-
-
-def encode_links(links: Iterable[Link]) -> str:
-    """Links as a JSON list of `[kind, direction, tag]`, sorted so equal sets encode equally."""
-    return json.dumps([[link.kind, link.direction, link.tag] for link in sorted(links)])
-
-
-def decode_links(text: str) -> frozenset[Link]:
-    """Inverse of `encode_links`."""
-    return frozenset(Link(kind, direction, tag) for kind, direction, tag in json.loads(text))
 
 
 def _top_k(scores: NDArray[np.float32], k: int) -> NDArray[np.intp]:

@@ -9,6 +9,7 @@ LangChain's extractors are accepted as they are (see `as_link`).
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -119,3 +120,13 @@ def outgoing_tags(links: Iterable[Link]) -> frozenset[TagKey]:
 def incoming_tags(links: Iterable[Link]) -> frozenset[TagKey]:
     """The tags traversal may arrive through: one tag row each."""
     return frozenset(link.key for link in links if link.is_incoming)
+
+
+def encode_links(links: Iterable[Link]) -> str:
+    """Links as a JSON list of `[kind, direction, tag]`, sorted so equal sets encode equally."""
+    return json.dumps([[link.kind, link.direction, link.tag] for link in sorted(links)])
+
+
+def decode_links(text: str) -> frozenset[Link]:
+    """Inverse of `encode_links`."""
+    return frozenset(Link(kind, direction, tag) for kind, direction, tag in json.loads(text))

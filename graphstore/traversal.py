@@ -230,7 +230,8 @@ class _Search:
             if chosen is None:
                 break
             self.selected[chosen.id] = chosen
-            await self.expand([chosen.id])
+            if len(self.selected) < strategy.k:  # the last choice's neighbours could not count
+                await self.expand([chosen.id])
         if self.stats.keep_unselected:
             self.stats.unselected = [
                 Candidate(

@@ -1,0 +1,66 @@
+"""The tables and indexes of a store, created idempotently, and the keyspace's replication.
+
+DDL takes no bind markers: only validated identifiers, an integer dimension and a replication
+map rebuilt from checked parts are ever formatted into it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from graphstore.errors import InvalidInputError
+
+DDL_TIMEOUT = 120.0
+"""Schema changes wait for agreement and SAI index builds: slower than any query."""
+DATACENTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+STRATEGIES = frozenset({"SimpleStrategy", "NetworkTopologyStrategy"})
+VECTOR_TYPE = re.compile(r"vector<float,\s*(\d+)>")
+
+SELECT_DIMENSION = (
+    "SELECT type FROM system_schema.columns "
+    "WHERE keyspace_name = ? AND table_name = ? AND column_name = 'embedding'"
+)
+SELECT_KEYSPACE = "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?"
+
+SCHEMA = [
+    # Tag table first, node table last: a node table is what marks the store as existing.
+    "CREATE TABLE IF NOT EXISTS {tags} (kind text, tag text, node_id text, "
+    "embedding vector<float, {dimension}>, outgoing set<frozen<tuple<text, text>>>, "
+    "filter_terms set<text>, PRIMARY KEY ((kind, tag), node_id))",
+    "CREATE CUSTOM INDEX IF NOT EXISTS {table}_tags_embedding ON {tags} (embedding) "
+    "USING 'StorageAttachedIndex' WITH OPTIONS = {{'similarity_function': 'COSINE'}}",
+    "CREATE CUSTOM INDEX IF NOT EXISTS {table}_tags_filter_terms ON {tags} "
+    "(VALUES(filter_terms)) USING 'StorageAttachedIndex'",
+    "CREATE TABLE IF NOT EXISTS {nodes} (node_id text PRIMARY KEY, text text, metadata text, "
+    "links text, embedding vector<float, {dimension}>, outgoing set<frozen<tuple<text, text>>>, "
+    "filter_terms set<text>)",
+    "CREATE CUSTOM INDEX IF NOT EXISTS {table}_nodes_embedding ON {nodes} (embedding) "
+    "USING 'StorageAttachedIndex' WITH OPTIONS = {{'similarity_function': 'COSINE'}}",
+    "CREATE CUSTOM INDEX IF NOT EXISTS {table}_nodes_filter_terms ON {nodes} "
+    "(VALUES(filter_terms)) USING 'StorageAttachedIndex'",
+]
+
+
+def replication_cql(replication: Mapping[str, str | int] | None) -> str:
+    """The replication map literal for CREATE KEYSPACE, from checked parts only.
+
+    DDL takes no bind markers, so the map is rebuilt from a known strategy name, data centre
+    names matching a strict pattern, and integer factors.
+    """
+    if replication is None:
+        return "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+    strategy = replication.get("class", "SimpleStrategy")
+    if strategy not in STRATEGIES:
+        raise InvalidInputError(f"replication class must be one of {sorted(STRATEGIES)}")
+    parts = [f"'class': '{strategy}'"]
+    for key, value in replication.items():
+        if key == "class":
+            continue
+        if not isinstance(key, str) or not DATACENTER.fullmatch(key):
+            raise InvalidInputError(f"replication option {key!r} is not a data centre name")
+        factor = int(value) if isinstance(value, int | str) and str(value).isdigit() else 0
+        if factor < 1:
+            raise InvalidInputError(f"replication factor for {key!r} must be a positive integer")
+        parts.append(f"'{key}': {factor}")
+    return "{" + ", ".join(parts) + "}"

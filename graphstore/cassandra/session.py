@@ -1,0 +1,262 @@
+"""The thin layer over the driver session: prepared statements, retries, an in-flight bound.
+
+Every query of a store goes through one `Requests`: statements are prepared once and marked
+idempotent, run with one execution profile (tuple rows, LOCAL_QUORUM, a timeout, the retry
+policy below), and at most `max_in_flight` are outstanding across all event loops and threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cassandra import ConsistencyLevel
+from cassandra.cluster import EXEC_PROFILE_DEFAULT
+from cassandra.policies import RetryPolicy
+from cassandra.query import tuple_factory
+
+from graphstore.errors import InvalidInputError, StorageError
+
+DEFAULT_MAX_IN_FLIGHT = 32
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_RETRIES = 2
+
+Decision = tuple[int, Any]
+"""A retry policy's answer: RETRY, RETRY_NEXT_HOST or RETHROW, and a consistency level."""
+
+
+class IdempotentRetryPolicy(RetryPolicy):  # type: ignore[misc]
+    """Retry timeouts and request errors, but only of statements marked idempotent.
+
+    Every statement this backend sends is idempotent (reads, and upserts and deletes with
+    client timestamps), so a retry can neither duplicate a row nor resurrect a deleted one.
+    """
+
+    def __init__(self, max_retries: int = DEFAULT_RETRIES) -> None:
+        self.max_retries = max_retries
+
+    def _decide(self, query: Any, retry_num: int, decision: int) -> Decision:
+        if retry_num < self.max_retries and getattr(query, "is_idempotent", False):
+            return decision, None  # None: keep the consistency level
+        return self.RETHROW, None
+
+    # The driver passes `retry_num` and the error's details by keyword.
+    def on_read_timeout(self, query: Any, *args: Any, retry_num: int, **info: Any) -> Decision:
+        return self._decide(query, retry_num, self.RETRY)
+
+    def on_write_timeout(self, query: Any, *args: Any, retry_num: int, **info: Any) -> Decision:
+        return self._decide(query, retry_num, self.RETRY)
+
+    def on_unavailable(self, query: Any, *args: Any, retry_num: int, **info: Any) -> Decision:
+        return self._decide(query, retry_num, self.RETRY_NEXT_HOST)
+
+    def on_request_error(self, query: Any, *args: Any, retry_num: int, **info: Any) -> Decision:
+        return self._decide(query, retry_num, self.RETRY_NEXT_HOST)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class InFlightGate:
+    """A bound on driver requests in flight, shared by every event loop and thread.
+
+    The sync API of `GraphStore` runs coroutines on fresh event loops, possibly in worker
+    threads, so the bound cannot be an asyncio.Semaphore made at construction.  It is a
+    lock-protected counter; a waiter is a future of its own loop, woken thread-safely by
+    whichever thread (usually a driver thread, when a response arrives) frees a slot.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise InvalidInputError(f"max_in_flight must be at least 1, got {limit}")
+        self.limit = limit
+        self.peak = 0
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+
+    @property
+    def in_flight(self) -> int:
+        """Requests holding a slot now."""
+        return self._in_flight
+
+    async def acquire(self) -> None:
+        """Wait for a slot, first come first served."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._in_flight < self.limit and not self._waiters:
+                self._in_flight += 1
+                self.peak = max(self.peak, self._in_flight)
+                return
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((loop, waiter))
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            with self._lock:
+                handed_over = (loop, waiter) not in self._waiters
+                if not handed_over:
+                    self._waiters.remove((loop, waiter))
+            if handed_over:  # a slot was passed to us as we were cancelled: pass it on
+                self.release()
+            raise
+
+    def release(self) -> None:
+        """Free a slot, handing it straight to the oldest waiter whose loop still runs."""
+        with self._lock:
+            while self._waiters:
+                loop, waiter = self._waiters.popleft()
+                try:
+                    loop.call_soon_threadsafe(_wake, waiter)
+                except RuntimeError:  # that loop is closed: nobody waits there any more
+                    continue
+                return
+            self._in_flight -= 1
+
+
+class _Page:
+    """Delivers each page of one driver request to the event loop that awaits it.
+
+    The driver calls back from its own threads; the slot is freed there, when the response
+    arrives, so the gate counts exactly the requests the driver has outstanding.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, gate: InFlightGate) -> None:
+        self.loop = loop
+        self.gate = gate
+        self.waiter: asyncio.Future[list[Any]] = loop.create_future()
+
+    def rows(self, rows: list[Any] | None) -> None:
+        self.gate.release()
+        self._settle(self.waiter, rows or [], None)
+
+    def error(self, error: BaseException) -> None:
+        self.gate.release()
+        self._settle(self.waiter, [], error)
+
+    def _settle(
+        self, waiter: asyncio.Future[list[Any]], rows: list[Any], error: BaseException | None
+    ) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            self.loop.call_soon_threadsafe(_resolve, waiter, rows, error)
+
+
+def _resolve(
+    waiter: asyncio.Future[list[Any]], rows: list[Any], error: BaseException | None
+) -> None:
+    if waiter.done():
+        return
+    if error is None:
+        waiter.set_result(rows)
+    else:
+        waiter.set_exception(error)
+
+
+def one_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
+class Requests:
+    """Runs a store's statements on a driver session (see the module docstring).
+
+    `names` are the quoted, validated table names formatted into query templates.
+    """
+
+    def __init__(
+        self,
+        session: Any,
+        names: Mapping[str, str],
+        *,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_RETRIES,
+    ) -> None:
+        self.session = session
+        self.names = dict(names)
+        self.gate = InFlightGate(max_in_flight)
+        self.lock = threading.RLock()  # schema creation prepares while holding it
+        self._statements: dict[str, Any] = {}
+        self.profile = session.execution_profile_clone_update(
+            EXEC_PROFILE_DEFAULT,
+            row_factory=tuple_factory,
+            consistency_level=ConsistencyLevel.LOCAL_QUORUM,
+            request_timeout=timeout,
+            retry_policy=IdempotentRetryPolicy(max_retries),
+        )
+
+    @property
+    def prepared_queries(self) -> list[str]:
+        """The CQL text of every statement prepared so far (for audits: no values in it)."""
+        with self.lock:
+            return list(self._statements)
+
+    def forget(self) -> None:
+        """Drop every prepared statement (after the tables they refer to were dropped)."""
+        with self.lock:
+            self._statements.clear()
+
+    def cql(self, template: str, terms: int = 0, prefix: str = " AND ") -> str:
+        """Fill a template with the table names and `terms` CONTAINS conditions."""
+        where = prefix + " AND ".join(["filter_terms CONTAINS ?"] * terms) if terms else ""
+        return template.format(**self.names, where=where)
+
+    def prepare(self, query: str) -> Any:
+        """The prepared statement for `query`, preparing it on first use (blocking)."""
+        with self.lock:
+            prepared = self._statements.get(query)
+            if prepared is None:
+                prepared = self.session.prepare(query)
+                prepared.is_idempotent = True
+                self._statements[query] = prepared
+            return prepared
+
+    def execute_now(self, query: str, values: Sequence[Any]) -> list[Any]:
+        """Run one statement and wait (for opening a store, outside any event loop)."""
+        return list(
+            self.session.execute(self.prepare(query), values, execution_profile=self.profile)
+        )
+
+    async def prepared(self, template: str, terms: int = 0, prefix: str = " AND ") -> Any:
+        """The prepared statement for a filled template, preparing it in a thread if new."""
+        query = self.cql(template, terms, prefix)
+        prepared = self._statements.get(query)
+        if prepared is not None:
+            return prepared
+        try:
+            return await asyncio.to_thread(self.prepare, query)
+        except Exception as error:
+            raise StorageError(f"Cassandra refused a statement: {one_line(error)}") from error
+
+    async def execute(self, statement: Any, values: Sequence[Any] | None = None) -> list[Any]:
+        """Run one statement under the in-flight bound; return the rows of every page."""
+        loop = asyncio.get_running_loop()
+        await self.gate.acquire()
+        page = _Page(loop, self.gate)
+        try:
+            future = self.session.execute_async(statement, values, execution_profile=self.profile)
+        except Exception as error:
+            self.gate.release()
+            raise StorageError(f"Cassandra request failed: {one_line(error)}") from error
+        future.add_callbacks(page.rows, page.error)
+        rows: list[Any] = []
+        try:
+            while True:
+                rows.extend(await page.waiter)
+                if not future.has_more_pages:
+                    return rows
+                await self.gate.acquire()
+                page.waiter = loop.create_future()
+                future.start_fetching_next_page()
+        except Exception as error:
+            raise StorageError(f"Cassandra request failed: {one_line(error)}") from error
+
+    async def run(self, template: str, values: Sequence[Any], terms: int = 0) -> list[Any]:
+        """Fill, prepare and run a template."""
+        return await self.execute(await self.prepared(template, terms), values)
