@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -154,7 +155,10 @@ def test_bad_yaml_cards_get_one_line_errors_naming_the_file(text, message):
     [
         ("name: x\n", "starts with a front matter line ---"),
         ("---\nname: x\n", "the front matter has no closing --- line"),
-        ("---\nname: x\ndescription: a\n---\nbody\n", "a description in the front matter and a body"),
+        (
+            "---\nname: x\ndescription: a\n---\nbody\n",
+            "a description in the front matter and a body",
+        ),
         ("---\n---\nbody\n", "a card is a mapping"),
     ],
 )
@@ -165,8 +169,11 @@ def test_bad_markdown_cards_get_one_line_errors(text, message):
 
 def test_two_cards_may_not_share_a_name_or_an_alias():
     monkey = Card("孙悟空", aliases=("行者",), source="a.md")
-    assert check_names([monkey, Card("唐僧", aliases=("三藏",))]) == [monkey, Card("唐僧", aliases=("三藏",))]
-    with pytest.raises(InvalidInputError, match="b.md: '行者' already names '孙悟空'"):
+    assert check_names([monkey, Card("唐僧", aliases=("三藏",))]) == [
+        monkey,
+        Card("唐僧", aliases=("三藏",)),
+    ]
+    with pytest.raises(InvalidInputError, match=re.escape("b.md: '行者' already names '孙悟空'")):
         check_names([monkey, Card("武松", aliases=("行者",), source="b.md")])
     with pytest.raises(InvalidInputError, match="'Sun Wukong' already names"):
         check_names([Card("sun wukong"), Card("Sun Wukong", source="c.md")])
@@ -175,9 +182,9 @@ def test_two_cards_may_not_share_a_name_or_an_alias():
 def test_a_folder_with_one_bad_card_is_refused_whole(tmp_path):
     (tmp_path / "good.md").write_text("---\nname: 唐僧\n---\n", encoding="utf-8")
     (tmp_path / "bad.yaml").write_text("name: 八戒\nattributes: {w: {value: a, chapter: x}}\n")
-    with pytest.raises(InvalidInputError, match="bad.yaml: attribute w: chapter"):
+    with pytest.raises(InvalidInputError, match=re.escape("bad.yaml: attribute w: chapter")):
         read_cards(tmp_path, lambda path: path.name)
-    with pytest.raises(InvalidInputError, match="good.md is not a folder of cards"):
+    with pytest.raises(InvalidInputError, match=re.escape("good.md is not a folder of cards")):
         read_cards(tmp_path / "good.md", lambda path: path.name)
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -187,7 +194,9 @@ def test_a_folder_with_one_bad_card_is_refused_whole(tmp_path):
 
 def test_card_passage_defines_its_tag_and_links_out_to_the_cards_it_names():
     monkey = parse_markdown_card(WUKONG, "w.md")
-    monk = card_from_mapping({"name": "唐僧", "attributes": {"徒弟": {"value": "悟空", "chapter": 14}}})
+    monk = card_from_mapping(
+        {"name": "唐僧", "attributes": {"徒弟": {"value": "悟空", "chapter": 14}}}
+    )
     mentions = card_mentions([monkey, monk])
     assert mentions is not None
     node = card_node(monk, mentions)

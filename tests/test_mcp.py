@@ -125,9 +125,12 @@ async def test_an_agent_builds_and_queries_a_world_over_mcp(store_url, tmp_path)
         assert "孙悟空 (character; also 行者、悟空)" in context
         assert "(named in the scene)" in context
         assert "处境: 被唐僧贬回花果山" in context
-        assert "## Passages" in context and "西游记#27" in context
+        assert "## Passages" in context
+        assert "西游记#27" in context
 
-        as_of = structured(await client.call_tool("get_card", {"name": "行者", "as_of_chapter": 20}))
+        as_of = structured(
+            await client.call_tool("get_card", {"name": "行者", "as_of_chapter": 20})
+        )
         assert as_of["attributes"] == {"兵器": "如意金箍棒", "处境": "保唐僧西天取经"}
 
         # Bad arguments: tool errors with the one-line message, and the server goes on.

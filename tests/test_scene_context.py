@@ -35,7 +35,9 @@ ZH = World(
         "name": "孙悟空",
         "kind": "character",
         "aliases": ["行者", "悟空"],
-        "attributes": {"处境": [{"value": "保唐僧取经", "chapter": 14}, {"value": "被贬回山", "chapter": 27}]},
+        "attributes": {
+            "处境": [{"value": "保唐僧取经", "chapter": 14}, {"value": "被贬回山", "chapter": 27}]
+        },
     },
     villain={"name": "白骨精", "aliases": ["尸魔"], "description": "白虎岭的妖精。"},
     mentor={"name": "唐僧", "aliases": ["三藏"]},
@@ -58,9 +60,17 @@ EN = World(
             ]
         },
     },
-    villain={"name": "White Bone Demon", "aliases": ["Bone Demon"], "description": "A corpse fiend."},
+    villain={
+        "name": "White Bone Demon",
+        "aliases": ["Bone Demon"],
+        "description": "A corpse fiend.",
+    },
     mentor={"name": "Tang Sanzang", "aliases": ["Tripitaka"]},
-    place={"name": "Flower Fruit Mountain", "kind": "place", "description": "Home after the fight."},
+    place={
+        "name": "Flower Fruit Mountain",
+        "kind": "place",
+        "description": "Home after the fight.",
+    },
     near="Tripitaka watches the fight on the ridge.",
     far="Night falls and a bell rings far away.",
     early_state="state: escorts the monk west",
@@ -69,7 +79,10 @@ EN = World(
 
 
 async def build(backend, world: World) -> GraphStore:
-    cards = [card_from_mapping(data, f"cards/{data['name']}.md") for data in (world.hero, world.villain, world.mentor, world.place)]
+    cards = [
+        card_from_mapping(data, f"cards/{data['name']}.md")
+        for data in (world.hero, world.villain, world.mentor, world.place)
+    ]
     place_text = card_history(cards[3])
     vectors = {
         world.scene: [1, 0, 0, 0],
@@ -85,7 +98,12 @@ async def build(backend, world: World) -> GraphStore:
     mentions = plan.mentions()
     await store.aadd_nodes(
         [
-            Node(f"book#{n}", text, {"source": "book", "position": n, "chapter": chapter}, frozenset(mentions.extract_one(text)))
+            Node(
+                f"book#{n}",
+                text,
+                {"source": "book", "position": n, "chapter": chapter},
+                frozenset(mentions.extract_one(text)),
+            )
             for n, (text, chapter) in enumerate([(world.near, 27), (world.far, 3)])
         ]
     )

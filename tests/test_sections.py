@@ -103,7 +103,9 @@ def test_without_cards_the_block_is_the_passages_alone_as_before():
 def test_assemble_puts_cards_first_rendered_as_of_the_chapter():
     from graphstore.cards import Card, Fact
 
-    monkey = Card("孙悟空", attributes=(("处境", (Fact("取经", 14), Fact("被贬", 27))),), source="w.md")
+    monkey = Card(
+        "孙悟空", attributes=(("处境", (Fact("取经", 14), Fact("被贬", 27))),), source="w.md"
+    )
     hits = [Hit(Node("a", "悟空。", {"source": "x.txt", "position": 1}), 0.5)]
     context = assemble(
         hits, budget=200, cards=[SceneCard(monkey, "named in the scene")], as_of_chapter=26
