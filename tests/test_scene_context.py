@@ -25,56 +25,40 @@ class World:
     """A passage similar to the scene that names the mentor (whom the scene does not name)."""
     far: str
     """A passage unlike the scene, naming nobody."""
-    early_state: str
-    late_state: str
+
+    @property
+    def states(self) -> tuple[str, str]:
+        """The hero's attribute line before chapter 27 and from it on."""
+        [(name, facts)] = self.hero["attributes"].items()
+        return tuple(f"{name}: {fact['value']}" for fact in facts)
+
+
+def card(name: str, aliases: list[str], **fields) -> dict:
+    return {"name": name, "aliases": aliases, **fields}
+
+
+def hero(name: str, aliases: list[str], attribute: str, early: str, late: str) -> dict:
+    dated = [{"value": early, "chapter": 14}, {"value": late, "chapter": 27}]
+    return card(name, aliases, kind="character", attributes={attribute: dated})
 
 
 ZH = World(
-    scene="行者大战尸魔",
-    hero={
-        "name": "孙悟空",
-        "kind": "character",
-        "aliases": ["行者", "悟空"],
-        "attributes": {
-            "处境": [{"value": "保唐僧取经", "chapter": 14}, {"value": "被贬回山", "chapter": 27}]
-        },
-    },
-    villain={"name": "白骨精", "aliases": ["尸魔"], "description": "白虎岭的妖精。"},
-    mentor={"name": "唐僧", "aliases": ["三藏"]},
-    place={"name": "花果山", "kind": "place", "description": "大战之后的故乡。"},
+    "行者大战尸魔",
+    hero("孙悟空", ["行者", "悟空"], "处境", "保唐僧取经", "被贬回山"),
+    card("白骨精", ["尸魔"], description="白虎岭的妖精。"),
+    card("唐僧", ["三藏"]),
+    card("花果山", [], kind="place", description="大战之后的故乡。"),
     near="三藏在白虎岭上看着这一场恶战。",
     far="天色已晚，远处传来钟声。",
-    early_state="处境: 保唐僧取经",
-    late_state="处境: 被贬回山",
 )
 EN = World(
-    scene="The Monkey King fights the Bone Demon",
-    hero={
-        "name": "Sun Wukong",
-        "kind": "character",
-        "aliases": ["Monkey King", "Wukong"],
-        "attributes": {
-            "state": [
-                {"value": "escorts the monk west", "chapter": 14},
-                {"value": "banished home", "chapter": 27},
-            ]
-        },
-    },
-    villain={
-        "name": "White Bone Demon",
-        "aliases": ["Bone Demon"],
-        "description": "A corpse fiend.",
-    },
-    mentor={"name": "Tang Sanzang", "aliases": ["Tripitaka"]},
-    place={
-        "name": "Flower Fruit Mountain",
-        "kind": "place",
-        "description": "Home after the fight.",
-    },
+    "The Monkey King fights the Bone Demon",
+    hero("Sun Wukong", ["Monkey King", "Wukong"], "state", "escorts the monk west", "banished"),
+    card("White Bone Demon", ["Bone Demon"], description="A corpse fiend."),
+    card("Tang Sanzang", ["Tripitaka"]),
+    card("Flower Fruit Mountain", [], kind="place", description="Home after the fight."),
     near="Tripitaka watches the fight on the ridge.",
     far="Night falls and a bell rings far away.",
-    early_state="state: escorts the monk west",
-    late_state="state: banished home",
 )
 
 
@@ -130,8 +114,9 @@ async def test_cards_named_in_the_scene_then_reached_ones_then_passages(backend,
     assert text.index("## Passages") < text.index(world.near)
     assert f"cards/{world.hero['name']}.md · card:" in text
     assert "(named in book#0)" in text
-    assert world.late_state in text  # no chapter given: the latest values
-    assert world.early_state not in text
+    early, late = world.states
+    assert late in text  # no chapter given: the latest values
+    assert early not in text
 
 
 @pytest.mark.parametrize("world", [ZH, EN], ids=["zh", "en"])
@@ -140,8 +125,9 @@ async def test_cards_are_rendered_as_of_the_chapter(backend, world):
     context = await awriter_context(store, world.scene, budget=2000, k=2, as_of_chapter=20)
     hero = next(c for c in context.cards if c.card.name == world.hero["name"])
     assert hero.provenance == "named in the scene"
-    assert world.early_state in context.text
-    assert world.late_state not in context.text
+    early, late = world.states
+    assert early in context.text
+    assert late not in context.text
     assert "as of chapter 20" in context.text
 
 
