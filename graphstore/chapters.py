@@ -8,11 +8,10 @@ chapter 29 on.  The splitters record the chapter number of each passage (metadat
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graphstore.errors import InvalidInputError
-from graphstore.metadata import Filter
 
 DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4}
 DIGITS |= {"五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
@@ -67,7 +66,9 @@ def check_chapter(name: str, chapter: Any) -> int:
     return chapter
 
 
-def as_of_filter(metadata_filter: Filter | None, as_of_chapter: int | None) -> Filter | None:
+def as_of_filter(
+    metadata_filter: Mapping[str, Any] | None, as_of_chapter: int | None
+) -> Mapping[str, Any] | None:
     """`metadata_filter` narrowed to passages of chapter `as_of_chapter` or earlier."""
     if as_of_chapter is None:
         return metadata_filter

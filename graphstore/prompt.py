@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,6 @@ from langchain_core.runnables import RunnableLambda
 from graphstore.card_store import anearest_cards
 from graphstore.cards import is_card
 from graphstore.chapters import as_of_filter, check_chapter
-from graphstore.metadata import Filter
 from graphstore.nodes import Hit
 from graphstore.scene import SceneCard, card_entry, passage_entry, scene_cards
 from graphstore.sections import Section, TokenCounter, fill
@@ -153,7 +152,7 @@ async def _search(
     store: GraphStore,
     vector: list[float],
     k: int,
-    metadata_filter: Filter | None,
+    metadata_filter: Mapping[str, Any] | None,
     options: dict[str, Any],
 ) -> list[Hit]:
     """The default graph search for `k` passages besides the cards it finds (a card is

@@ -10,7 +10,6 @@ import pytest
 from graphstore import GraphStore, Link
 from graphstore.card_store import aget_card, aingest_with_cards, anearest_cards, astored_cards
 from graphstore.errors import InvalidInputError
-from graphstore.nodes import unit
 from graphstore.testing.embeddings import KeyedEmbeddings
 
 MONKEY = "---\nname: 孙悟空\nkind: character\naliases: [行者, 悟空]\n---\n石猴。\n"
@@ -54,8 +53,7 @@ async def test_passages_naming_an_entity_link_out_to_its_card(backend, tmp_path)
         Link.outgoing("card", "孙悟空"),
     }
     # The card is the only passage under its tag, so a mention passes it all its relevance.
-    under = await backend.search_tag(("card", "孙悟空"), unit([1.0] * 8), 10, frozenset())
-    assert [hit.id for hit in under] == ["card:孙悟空"]
+    assert await backend.tag_sizes([("card", "孙悟空")]) == {("card", "孙悟空"): 1}
     assert [card.name for card in await astored_cards(store)] == ["唐僧", "孙悟空"]
     assert {c.name for c in await anearest_cards(store, [1.0] * 8)} == {"唐僧", "孙悟空"}
     assert (await aget_card(store, "card:孙悟空")).aliases == ("行者", "悟空")
