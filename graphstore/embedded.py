@@ -105,11 +105,12 @@ class _Entry:
     @classmethod
     def of(cls, stored: StoredNode) -> _Entry:
         node = stored.node
+        outgoing, incoming = outgoing_tags(node.links), incoming_tags(node.links)
         return cls(
             node.id,
             stored.embedding,
-            outgoing_tags(node.links),
-            incoming_tags(node.links),
+            outgoing,
+            outgoing if incoming == outgoing else incoming,  # bidirectional links: one set
             filter_terms(node.metadata),
         )
 

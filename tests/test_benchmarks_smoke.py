@@ -88,7 +88,8 @@ def test_embedded_scale(results_dir):
     result = run(embedded_scale, "embedded_scale", results_dir)
     assert [p["passages"] for p in result["checkpoints"]] == list(embedded_scale.QUICK.checkpoints)
     assert len(result["ingest"]["ms_per_passage_by_tenth"]) == 10
+    assert result["cli_stats"]["peak_rss_mib"] > 0
     for point in result["checkpoints"]:
         assert point["rss_mib"] > 0
-        assert set(point["searches"]) == set(result["growth"])
+        assert set(point["searches"]) == set(result["growth_over_first_checkpoint"])
         assert point["searches"]["mmr_traversal_search k=10"]["queries_median"] > 1
