@@ -213,7 +213,9 @@ async def checkpoint(
     """Memory and search latencies with the first `chunks` chunks in the store."""
     rss, peak = rss_mib()
     stored = chunks * chunk
-    matrix = np.concatenate([corpus.vectors(i, chunk) for i in range(chunks)])
+    matrix = np.empty((stored, DIMENSION), dtype=np.float32)
+    for i in range(chunks):
+        matrix[i * chunk : (i + 1) * chunk] = corpus.vectors(i, chunk)
     measured = await latencies(searches(store, matrix), corpus.queries(sizes.queries), sizes.passes)
     scan = measured["numpy scan k=10"]["median_ms"]
     similarity = measured["similarity k=10"]["median_ms"]
