@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from graphstore.links import TagKey, decode_links
+from graphstore.metadata import filter_terms
 from graphstore.nodes import Node, StoredNode, TagHit, Vector
 
 
@@ -50,3 +51,8 @@ def stored_node(row: Sequence[Any]) -> StoredNode:
     node_id, text, metadata, links, embedding = row[:5]
     node = Node(node_id, text, json.loads(metadata), decode_links(links))
     return StoredNode(node, as_vector(embedding))
+
+
+def has_terms(stored: StoredNode, terms: frozenset[str]) -> bool:
+    """True if the node's metadata, as read now, still carries every filter term."""
+    return terms <= filter_terms(stored.node.metadata)
