@@ -226,3 +226,36 @@ def test_a_passage_deleted_while_a_replica_is_down_is_never_returned_after_it_is
     finally:
         run_sync(storage.drop())
         run_sync(storage.close())
+
+
+def test_each_request_goes_to_a_replica_of_its_row(all_up):
+    """With one replica per row, token-aware routing sends each node read to the node that
+    holds the row (round robin over three nodes would find it a third of the time)."""
+    from graphstore.cassandra import CassandraStorage
+    from graphstore.cassandra.queries import SELECT_NODE
+
+    cluster = all_up
+    storage = CassandraStorage.connect(
+        cluster.hosts,
+        cluster.port,
+        keyspace=f"{KEYSPACE}_rf1",
+        table="routing",
+        replication={"class": "SimpleStrategy", "replication_factor": 1},
+    )
+    try:
+        GraphStore(KeyedEmbeddings(dimension=DIMENSION), storage).add_nodes(passages(60))
+        requests = storage._requests
+        select = requests.prepare(requests.cql(SELECT_NODE))
+        metadata = storage.session.cluster.metadata
+        coordinators = set()
+        for i in range(60):
+            bound = select.bind((f"p{i}",))
+            future = storage.session.execute_async(bound, execution_profile=requests.profile)
+            assert len(future.result().all()) == 1
+            replicas = metadata.get_replicas(storage.keyspace, bound.routing_key)
+            assert [host.address for host in replicas] == [future.coordinator_host.address]
+            coordinators.add(future.coordinator_host.address)
+        assert coordinators == set(cluster.hosts)
+    finally:
+        run_sync(storage.drop())
+        run_sync(storage.close())
