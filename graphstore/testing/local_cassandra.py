@@ -1,4 +1,4 @@
-"""Launch a real single-node Apache Cassandra 5.0 for tests, CI and benchmarks.
+"""Launch real Apache Cassandra 5.0 nodes (one, or a local cluster) for tests, CI and benchmarks.
 
 Cassandra is not installed system-wide: the first start resolves ``cassandra-all``
 and its runtime jars from Maven Central with ``mvn`` (see ``cassandra/pom.xml``,
