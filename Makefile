@@ -16,7 +16,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q uv==0.13.9
-	$(BIN)/uv pip install -q --python $(BIN)/python -c constraints.txt -e '.[models,cassandra,langchain,dev]'
+	$(BIN)/uv pip install -q --python $(BIN)/python -c constraints.txt -e '.[models,cassandra,langchain,mcp,dev]'
 	touch $@
 
 demo: install

@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import statistics
+import subprocess
 import tempfile
 import time
 import uuid
@@ -57,6 +58,17 @@ class Stopwatch:
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self._start
+
+
+def peak_rss(command: list[str]) -> dict[str, float]:
+    """Run `command` in a child process; its wall seconds and peak RSS."""
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    with Stopwatch() as watch:
+        child = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(child.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"failed: {' '.join(command)}")
+    return {"seconds": watch.seconds, "peak_rss_mib": usage.ru_maxrss / 1024}
 
 
 def median(samples: Sequence[float]) -> float:
