@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-from cassandra.query import BatchStatement, BatchType
+from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
 from graphstore import vector_codec
+from graphstore.cassandra.consistency import Consistency
 from graphstore.cassandra.filters import Branch, Plan, Ranking, plan, range_columns, top_k
 from graphstore.cassandra.queries import (
     COUNT_TAG,
@@ -65,10 +66,12 @@ from graphstore.cassandra.schema import (
     SELECT_KEYSPACE,
     VECTOR_TYPE,
     replication_cql,
+    replication_factor,
 )
 from graphstore.cassandra.session import (
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_RETRIES,
+    DEFAULT_RETRY_WINDOW,
     DEFAULT_TIMEOUT,
     Requests,
     one_line,
@@ -94,9 +97,14 @@ class CassandraStorage(Storage):
       storage is created): the driver's per-element codec made decoding most of a
       traversal's time.
     - Queries run with a clone of the session's default execution profile: tuple rows,
-      LOCAL_QUORUM (read-your-writes within a data centre), `timeout` seconds per request,
-      and `IdempotentRetryPolicy` (up to `max_retries` retries, idempotent statements only;
-      all of ours are marked idempotent).
+      `timeout` seconds per request, and `IdempotentRetryPolicy` (up to `max_retries`
+      retries, idempotent statements only; all of ours are marked idempotent).
+    - `consistency` sets the levels of writes and key reads (default LOCAL_QUORUM for
+      both); ANN queries run at LOCAL_ONE / ONE, the only level Cassandra 5.0 allows them.
+      What a search sees after a write follows from that (`graphstore.cassandra.consistency`):
+      when the keyspace keeps more than one replica, `search` reads the rows it returns
+      again at the read level, as every graph search does at its end, so a deleted passage
+      a stale replica still offers is never returned and a changed one is returned as it is.
     - Writes use the driver's client-side timestamp, fixed when a request is built and kept
       on retries, so a retried batch never duplicates or resurrects rows.  (A session with
       `use_client_timestamp = False` loses that guarantee.)
@@ -126,6 +134,8 @@ class CassandraStorage(Storage):
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_RETRIES,
+        retry_window: float = DEFAULT_RETRY_WINDOW,
+        consistency: Consistency | str | None = None,
         max_range_columns: int = MAX_RANGE_COLUMNS,
     ) -> None:
         vector_codec.install()
@@ -144,15 +154,24 @@ class CassandraStorage(Storage):
             "table": self.table,
         }
         self._requests = Requests(
-            session, names, max_in_flight=max_in_flight, timeout=timeout, max_retries=max_retries
+            session,
+            names,
+            max_in_flight=max_in_flight,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_window=retry_window,
+            consistency=Consistency.of(consistency),
         )
         self._ranges = RangeColumns(self._requests, session, max_range_columns)
         try:
-            if not self._requests.execute_now(SELECT_KEYSPACE, (self.keyspace,)):
+            keyspace_rows = self._requests.execute_now(SELECT_KEYSPACE, (self.keyspace,))
+            if not keyspace_rows:
                 raise StoreOpenError(
                     f"Cassandra keyspace {self.keyspace!r} does not exist "
                     "(CassandraStorage.connect creates it)"
                 )
+            self.replicas = replication_factor(keyspace_rows[0][0])
+            """Replicas of each row (in one data centre): above 1, ANN results are checked."""
             self._dimension = self._read_dimension()
         except StoreOpenError:
             raise
@@ -176,7 +195,11 @@ class CassandraStorage(Storage):
         """Open a cluster connection, create the keyspace if missing, and own the cluster.
 
         `replication` is the keyspace's replication map (default SimpleStrategy, factor 1);
-        `options` go to the constructor (`max_in_flight`, `timeout`, `max_retries`).
+        an existing keyspace with another replication factor is refused rather than used as
+        if it had the one asked for.  Requests go to a replica of the row they touch
+        (token-aware routing, round robin within the local data centre).  `options` go to
+        the constructor (`consistency`, `max_in_flight`, `timeout`, `max_retries`,
+        `retry_window`).
         """
         keyspace = identifier("keyspace", keyspace)
         identifier("table", table)
@@ -190,7 +213,11 @@ class CassandraStorage(Storage):
                 port=port,
                 auth_provider=auth,
                 ssl_context=ssl_context,
-                execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile()},
+                execution_profiles={
+                    EXEC_PROFILE_DEFAULT: ExecutionProfile(
+                        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy())
+                    )
+                },
             )
         except Exception as error:
             raise StoreOpenError(f"cannot open Cassandra at {where}: {one_line(error)}") from error
@@ -201,6 +228,12 @@ class CassandraStorage(Storage):
                 timeout=DDL_TIMEOUT,
             )
             storage = cls(session, keyspace, table, **options)
+            if replication is not None and storage.replicas != replication_factor(replication):
+                raise StoreOpenError(
+                    f"Cassandra keyspace {keyspace!r} exists with replication factor "
+                    f"{storage.replicas}, not {replication_factor(replication)}: change it with "
+                    "ALTER KEYSPACE, then run a full repair"
+                )
         except (InvalidInputError, StoreOpenError):
             cluster.shutdown()
             raise
@@ -212,8 +245,14 @@ class CassandraStorage(Storage):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> CassandraStorage:
-        """Open `cassandra://[user[:password]@]host[:port][,host…]/keyspace[?table=prefix]`."""
+        """Open `cassandra://[user[:password]@]host[:port][,host…]/keyspace[?options]`.
+
+        The URL's `replication_factor` and consistency options apply unless `options`
+        give `replication` or `consistency`.
+        """
         parsed = parse_url(url)
+        options.setdefault("replication", parsed.replication)
+        options.setdefault("consistency", parsed.consistency)
         return cls.connect(
             parsed.hosts,
             parsed.port,
@@ -333,15 +372,15 @@ class CassandraStorage(Storage):
         delete_tag = await self._requests.prepared(DELETE_TAG)
         insert_tag = await self._requests.prepared(INSERT_TAG)
         insert_node = await self._requests.prepared(INSERT_NODE)
-        batch = BatchStatement(batch_type=BatchType.LOGGED)
-        batch.is_idempotent = True
+        batch = self._requests.batch()
+        metadata = json.dumps(node.metadata, ensure_ascii=False)
+        links = encode_links(node.links)
+        # The node row first: the batch is routed by its first statement's partition.
+        batch.add(insert_node, (node.id, node.text, metadata, links, vector, outgoing, terms))
         for kind, tag in sorted(stale - current):
             batch.add(delete_tag, (kind, tag, node.id))
         for kind, tag in sorted(current):
             batch.add(insert_tag, (kind, tag, node.id, vector, outgoing, terms))
-        metadata = json.dumps(node.metadata, ensure_ascii=False)
-        links = encode_links(node.links)
-        batch.add(insert_node, (node.id, node.text, metadata, links, vector, outgoing, terms))
         for template, bound in updates(node.id, current, filled):
             batch.add(await self._requests.prepared(template), bound)
         try:
@@ -366,11 +405,10 @@ class CassandraStorage(Storage):
         if not rows:
             return False
         delete_tag = await self._requests.prepared(DELETE_TAG)
-        batch = BatchStatement(batch_type=BatchType.LOGGED)
-        batch.is_idempotent = True
+        batch = self._requests.batch()
+        batch.add(await self._requests.prepared(DELETE_NODE), (node_id,))
         for kind, tag in sorted(incoming_tags(decode_links(rows[0][0]))):
             batch.add(delete_tag, (kind, tag, node_id))
-        batch.add(await self._requests.prepared(DELETE_NODE), (node_id,))
         await self._requests.execute(batch)
         return True
 
@@ -416,7 +454,21 @@ class CassandraStorage(Storage):
             lambda found: found.similarity,
             lambda found: matches(where, found.stored.node.metadata),
         )
-        return await top_k(await self._plan(where), k, fetch, ranking)
+        found = await top_k(await self._plan(where), k, fetch, ranking)
+        return found if self.replicas == 1 else await self._current(found, query, where)
+
+    async def _current(
+        self, found: list[ScoredNode], query: Vector, where: Condition
+    ) -> list[ScoredNode]:
+        """`found` read again at the read level: an ANN query read one replica, which may
+        still hold a passage deleted or changed since (`graphstore.cassandra.consistency`)."""
+        current = await self.get([item.stored.node.id for item in found])
+        rescored = [
+            ScoredNode(stored, float(stored.embedding @ query))
+            for stored in current
+            if matches(where, stored.node.metadata)
+        ]
+        return sorted(rescored, key=lambda item: (-item.similarity, item.stored.node.id))
 
     async def search_hits(self, vector: Vector, k: int, where: Condition) -> list[TagHit]:
         if self._dimension is None or k <= 0:
