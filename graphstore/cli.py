@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import sys
 import textwrap
@@ -24,6 +23,7 @@ from extractors.frequency import TagFrequencyFilter
 from graphstore.card_store import aingest_with_cards
 from graphstore.chapters import as_of_filter
 from graphstore.errors import GraphStoreError, InvalidInputError
+from graphstore.filter_expressions import filter_of
 from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, text_linker
 from graphstore.links import TagKey
 from graphstore.location import (
@@ -113,14 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--debug", action="store_true", help="also list candidates considered and not returned"
     )
-    search.add_argument(
-        "--filter",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="VALUE is a JSON number, true/false or quoted string when it parses as one, "
-        "else the text as given",
-    )
+    _filter_option(search)
 
     prompt = commands.add_parser("prompt", help="passages for a writer's prompt about a scene")
     prompt.add_argument("scene")
@@ -128,6 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     prompt.add_argument("-k", type=int, default=PROMPT_K, help="passages searched for")
     _strategy_options(prompt)
     _as_of_option(prompt)
+    _filter_option(prompt)
     prompt.add_argument(
         "--card-share",
         type=float,
@@ -174,6 +168,18 @@ def _strategy_options(command: argparse.ArgumentParser) -> None:
         dest="lambda_mult",
         type=float,
         help=f"MMR: 1 relevance only, 0 diversity only (default {DEFAULT.lambda_mult})",
+    )
+
+
+def _filter_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="metadata filter, repeatable (all must hold): KEY=VALUE, KEY!=VALUE, KEY<VALUE "
+        "(<=, >, >=), 'KEY in V1,V2' or 'KEY not in …'; VALUE is a JSON number, true/false "
+        "or quoted string when it parses as one, else the text as given",
     )
 
 
@@ -236,30 +242,11 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
     return linkers
 
 
-def _filter_value(text: str) -> str | int | float | bool:
-    """`3` → 3, `2.5` → 2.5, `true` → True, `"3"` → "3"; anything else is the text itself."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text
-    if isinstance(value, float) and not math.isfinite(value):
-        return text
-    return value if isinstance(value, (str, int, float, bool)) else text
-
-
-def _filter(pairs: Sequence[str]) -> dict[str, str | int | float | bool] | None:
-    parsed: dict[str, str | int | float | bool] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InvalidInputError(f"--filter expects KEY=VALUE, got {pair!r}")
-        parsed[key] = _filter_value(value)
-    return parsed or None
-
-
-async def _search(args: argparse.Namespace, store: GraphStore) -> None:
+async def _search(
+    args: argparse.Namespace, store: GraphStore, metadata_filter: dict[str, Any] | None
+) -> None:
     """`graphstore search`: hits as text or JSON lines, and with --debug the losers."""
-    metadata_filter = as_of_filter(_filter(args.filter), args.as_of_chapter)
+    scoped = as_of_filter(metadata_filter, args.as_of_chapter)
     options = _given_options(args)
     stats = TraversalStats(keep_unselected=args.debug)
     unused = {"similarity": set(options), "traversal": {"fetch_k", "lambda_mult"} & set(options)}
@@ -268,19 +255,17 @@ async def _search(args: argparse.Namespace, store: GraphStore) -> None:
         flag = "--" + ignored[0].replace("_mult", "").replace("_", "-")
         raise InvalidInputError(f"{flag} does not apply to --mode {args.mode}")
     if args.mode == "similarity":
-        hits = await store.asimilarity_search(args.query, k=args.k, filter=metadata_filter)
+        hits = await store.asimilarity_search(args.query, k=args.k, filter=scoped)
     elif args.mode == "traversal":
         hits = await store.atraversal_search(
-            args.query, k=args.k, filter=metadata_filter, stats=stats, **options
+            args.query, k=args.k, filter=scoped, stats=stats, **options
         )
     elif args.mode == "mmr":
         hits = await store.ammr_traversal_search(
-            args.query, k=args.k, filter=metadata_filter, stats=stats, **options
+            args.query, k=args.k, filter=scoped, stats=stats, **options
         )
     else:
-        hits = await store.asearch(
-            args.query, k=args.k, filter=metadata_filter, stats=stats, **options
-        )
+        hits = await store.asearch(args.query, k=args.k, filter=scoped, stats=stats, **options)
     for rank, hit in enumerate(hits, 1):
         if args.json:
             print(json.dumps(hit_json(hit), ensure_ascii=False))
@@ -324,6 +309,7 @@ async def _run(args: argparse.Namespace) -> int:
     if args.command == "ingest":
         check_max_chars(args.max_chars)
         linkers = _linkers(args)
+    metadata_filter = filter_of(getattr(args, "filter", []))  # checked before anything runs
     if args.command in ("ingest", "search", "prompt", "mcp"):
         from graphstore.embeddings import load_embeddings
 
@@ -334,7 +320,9 @@ async def _run(args: argparse.Namespace) -> int:
     storage = open_storage(location, create=creating)
     done = False
     try:
-        status = await _command(args, GraphStore(embeddings, storage), redact(location), linkers)
+        status = await _command(
+            args, GraphStore(embeddings, storage), redact(location), linkers, metadata_filter
+        )
         done = True
         return status
     finally:
@@ -345,19 +333,24 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _command(
-    args: argparse.Namespace, store: GraphStore, shown: str, linkers: list[PassageLinker]
+    args: argparse.Namespace,
+    store: GraphStore,
+    shown: str,
+    linkers: list[PassageLinker],
+    metadata_filter: dict[str, Any] | None,
 ) -> int:
     """Run one command; `shown` is the store location as printed (see `redact`)."""
     if args.command == "ingest":
         await _ingest(args, store, shown, linkers)
     elif args.command == "search":
-        await _search(args, store)
+        await _search(args, store, metadata_filter)
     elif args.command == "prompt":
         context = await awriter_context(
             store,
             args.scene,
             budget=args.budget,
             k=args.k,
+            filter=metadata_filter,
             template=args.template.replace("\\n", "\n"),
             as_of_chapter=args.as_of_chapter,
             card_share=args.card_share,

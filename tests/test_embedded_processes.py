@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from graphstore.embedded import EmbeddedStorage
+from graphstore.filters import EVERYTHING
 from graphstore.links import Link
 from graphstore.nodes import Node, StoredNode, unit
 from graphstore.store import run_sync
@@ -91,16 +92,16 @@ def stored(node_id: str, tags: list[str], vector: list[float]) -> StoredNode:
 
 
 def hits(storage: EmbeddedStorage, k: int = 3) -> list[str]:
-    return [hit.stored.node.id for hit in run_sync(storage.search(QUERY, k, frozenset()))]
+    return [hit.stored.node.id for hit in run_sync(storage.search(QUERY, k, EVERYTHING))]
 
 
 def tag_ids(storage: EmbeddedStorage, tag: str) -> list[str]:
-    return [hit.id for hit in run_sync(storage.search_tag(("kw", tag), QUERY, 10, frozenset()))]
+    return [hit.id for hit in run_sync(storage.search_tag(("kw", tag), QUERY, 10, EVERYTHING))]
 
 
 def tag_rows(storage: EmbeddedStorage, tag: str) -> set[tuple[str, float, frozenset]]:
     """Every node under `tag` with its score and outgoing tags (a set: equal scores tie)."""
-    found = run_sync(storage.search_tag(("kw", tag), QUERY, 100, frozenset()))
+    found = run_sync(storage.search_tag(("kw", tag), QUERY, 100, EVERYTHING))
     return {(hit.id, round(hit.similarity, 6), hit.outgoing) for hit in found}
 
 
@@ -264,7 +265,7 @@ READ_ONLY_READER = textwrap.dedent(
     async def main():
         storage = EmbeddedStorage(sys.argv[1])
         stats = await storage.stats()
-        found = await storage.search(unit([1.0, 0.0, 0.0]), 2, frozenset())
+        found = await storage.search(unit([1.0, 0.0, 0.0]), 2, EVERYTHING)
         problems = await storage.check()
         try:
             await storage.upsert([StoredNode(Node("new", "new"), unit([1.0, 0.0, 0.0]))])

@@ -1,10 +1,11 @@
 """Query templates.
 
 Only the quoted, validated table names (`{nodes}`, `{tags}`), `?` markers and a `{where}` of
-`filter_terms CONTAINS ?` conditions are ever formatted in; every value is bound.
+filter restrictions (`graphstore.cassandra.filters`: `filter_terms CONTAINS ?` and ranges on
+range columns, whose names are hashes) are ever formatted in; every value is bound.
 """
 
-SELECT_LINKS = "SELECT links FROM {nodes} WHERE node_id = ?"
+SELECT_LINKS = "SELECT links, filter_terms FROM {nodes} WHERE node_id = ?"
 SELECT_NODE = "SELECT node_id, text, metadata, links, embedding FROM {nodes} WHERE node_id = ?"
 INSERT_NODE = (
     "INSERT INTO {nodes} (node_id, text, metadata, links, embedding, outgoing, filter_terms) "
@@ -21,13 +22,20 @@ SEARCH_NODES = (
     "FROM {nodes}{where} ORDER BY embedding ANN OF ? LIMIT ?"
 )
 SEARCH_HITS = (
-    "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?) "
+    "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?), filter_terms "
     "FROM {nodes}{where} ORDER BY embedding ANN OF ? LIMIT ?"
 )
 SEARCH_TAG = (
-    "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?) FROM {tags} "
-    "WHERE kind = ? AND tag = ?{where} ORDER BY embedding ANN OF ? LIMIT ?"
+    "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?), filter_terms "
+    "FROM {tags} WHERE kind = ? AND tag = ?{where} ORDER BY embedding ANN OF ? LIMIT ?"
 )
+SCAN_SEARCH = "SELECT node_id, text, metadata, links, embedding FROM {nodes}{where}"
+SCAN_HITS = "SELECT node_id, embedding, outgoing, filter_terms FROM {nodes}{where}"
+SCAN_TAG = (
+    "SELECT node_id, embedding, outgoing, filter_terms FROM {tags} "
+    "WHERE kind = ? AND tag = ?{where}"
+)
+TAG_MEMBERS = "SELECT node_id, filter_terms FROM {tags} WHERE kind = ? AND tag = ?{where}"
 READ_TAG = "SELECT node_id, embedding, outgoing FROM {tags} WHERE kind = ? AND tag = ? LIMIT ?"
 COUNT_TAG = "SELECT COUNT(*) FROM {tags} WHERE kind = ? AND tag = ?{where}"
 SCAN_NODES = "SELECT node_id, links, outgoing, filter_terms FROM {nodes}"

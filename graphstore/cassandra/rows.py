@@ -18,24 +18,24 @@ def tag_set(values: Any) -> frozenset[TagKey]:
 
 
 def tag_hits(rows: Sequence[Any]) -> list[TagHit]:
-    """Rows of (node_id, embedding, outgoing, similarity_cosine) as hits, best first by the
-    exact score, whatever order the ANN index merge produced."""
+    """Rows of (node_id, embedding, outgoing, similarity_cosine, …) as hits, best first by
+    the exact score, whatever order the ANN index merge produced."""
     hits = [
         TagHit(node_id, as_vector(embedding), tag_set(outgoing), 2.0 * float(score) - 1.0)
-        for node_id, embedding, outgoing, score in rows
+        for node_id, embedding, outgoing, score, *_ in rows
     ]
     return sorted(hits, key=lambda hit: -hit.similarity)
 
 
 def ranked(rows: Sequence[Any], query: Vector) -> list[TagHit]:
-    """Rows of (node_id, embedding, outgoing) ranked by exact cosine to `query`."""
+    """Rows of (node_id, embedding, outgoing, …) ranked by exact cosine to `query`."""
     if not rows:
         return []
-    embeddings = [as_vector(embedding) for _, embedding, _ in rows]
+    embeddings = [as_vector(row[1]) for row in rows]
     scores = np.stack(embeddings) @ query
     hits = [
-        TagHit(node_id, embedding, tag_set(outgoing), float(score))
-        for (node_id, _, outgoing), embedding, score in zip(rows, embeddings, scores, strict=True)
+        TagHit(row[0], embedding, tag_set(row[2]), float(score))
+        for row, embedding, score in zip(rows, embeddings, scores, strict=True)
     ]
     return sorted(hits, key=lambda hit: (-hit.similarity, hit.id))
 

@@ -202,10 +202,10 @@ class Requests:
         with self.lock:
             self._statements.clear()
 
-    def cql(self, template: str, terms: int = 0, prefix: str = " AND ") -> str:
-        """Fill a template with the table names and `terms` CONTAINS conditions."""
-        where = prefix + " AND ".join(["filter_terms CONTAINS ?"] * terms) if terms else ""
-        return template.format(**self.names, where=where)
+    def cql(self, template: str, where: str = "", prefix: str = " AND ") -> str:
+        """Fill a template with the table names and `where`, filter conditions made by
+        `graphstore.cassandra.filters` (bind markers and validated column names only)."""
+        return template.format(**self.names, where=prefix + where if where else "")
 
     def prepare(self, query: str) -> Any:
         """The prepared statement for `query`, preparing it on first use (blocking)."""
@@ -223,9 +223,9 @@ class Requests:
             self.session.execute(self.prepare(query), values, execution_profile=self.profile)
         )
 
-    async def prepared(self, template: str, terms: int = 0, prefix: str = " AND ") -> Any:
+    async def prepared(self, template: str, where: str = "", prefix: str = " AND ") -> Any:
         """The prepared statement for a filled template, preparing it in a thread if new."""
-        query = self.cql(template, terms, prefix)
+        query = self.cql(template, where, prefix)
         prepared = self._statements.get(query)
         if prepared is not None:
             return prepared
@@ -257,6 +257,8 @@ class Requests:
         except Exception as error:
             raise StorageError(f"Cassandra request failed: {one_line(error)}") from error
 
-    async def run(self, template: str, values: Sequence[Any], terms: int = 0) -> list[Any]:
+    async def run(
+        self, template: str, values: Sequence[Any], where: str = "", prefix: str = " AND "
+    ) -> list[Any]:
         """Fill, prepare and run a template."""
-        return await self.execute(await self.prepared(template, terms), values)
+        return await self.execute(await self.prepared(template, where, prefix), values)

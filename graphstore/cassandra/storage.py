@@ -9,7 +9,8 @@ partition-restricted ANN query (`queries.SEARCH_TAG`).
 
 Both partition-restricted ANN and ANN with `CONTAINS` on an SAI `VALUES` index were checked
 on Cassandra 5.0.9.  SAI's `similarity_cosine` is (1 + cos) / 2; scores are mapped back to
-plain cosine so they equal the embedded backend's.
+plain cosine so they equal the embedded backend's.  Filters: `graphstore.cassandra.filters`
+(the queries) and `graphstore.cassandra.ranges` (the range columns they use).
 
 Hot tags: a tag that a large share of nodes link in to makes one wide partition, and its
 ANN query walks one large per-partition candidate set on one replica set.  The design scales
@@ -33,6 +34,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.query import BatchStatement, BatchType
 
 from graphstore import vector_codec
+from graphstore.cassandra.filters import Branch, Plan, Ranking, plan, range_columns, top_k
 from graphstore.cassandra.queries import (
     COUNT_TAG,
     DELETE_NODE,
@@ -40,8 +42,11 @@ from graphstore.cassandra.queries import (
     INSERT_NODE,
     INSERT_TAG,
     READ_TAG,
+    SCAN_HITS,
     SCAN_NODE_IDS,
     SCAN_NODES,
+    SCAN_SEARCH,
+    SCAN_TAG,
     SCAN_TAG_KEYS,
     SCAN_TAGS,
     SEARCH_HITS,
@@ -49,7 +54,9 @@ from graphstore.cassandra.queries import (
     SEARCH_TAG,
     SELECT_LINKS,
     SELECT_NODE,
+    TAG_MEMBERS,
 )
+from graphstore.cassandra.ranges import MAX_RANGE_COLUMNS, RangeColumns, cells, updates, wanted
 from graphstore.cassandra.rows import ranked, stored_node, tag_hits, tag_set
 from graphstore.cassandra.schema import (
     DDL_TIMEOUT,
@@ -68,6 +75,7 @@ from graphstore.cassandra.session import (
 )
 from graphstore.cassandra.url import DEFAULT_PORT, DEFAULT_TABLE, identifier, parse_url
 from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
+from graphstore.filters import EVERYTHING, Condition, FilterValues, holds, matches
 from graphstore.links import TagKey, decode_links, encode_links, incoming_tags, outgoing_tags
 from graphstore.metadata import filter_terms
 from graphstore.nodes import StoredNode, TagHit, Vector
@@ -103,6 +111,10 @@ class CassandraStorage(Storage):
     - At most `max_in_flight` requests are outstanding at once across all event loops and
       threads; `peak_in_flight` records the most seen.
     - `stats` and `check` scan whole tables: fine for tests and the CLI, not for huge stores.
+    - Filters: equality on the indexed `filter_terms`, ranges on range columns (a pair per
+      metadata key and value type, at most `max_range_columns` pairs, each with four SAI
+      indexes; `graphstore.cassandra.ranges`), the rest checked on rows
+      (`graphstore.cassandra.filters`).
     """
 
     def __init__(
@@ -114,6 +126,7 @@ class CassandraStorage(Storage):
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_RETRIES,
+        max_range_columns: int = MAX_RANGE_COLUMNS,
     ) -> None:
         vector_codec.install()
         self.keyspace = identifier("keyspace", keyspace)
@@ -127,11 +140,13 @@ class CassandraStorage(Storage):
         names = {
             "nodes": f'"{self.keyspace}"."{self.table}_nodes"',
             "tags": f'"{self.keyspace}"."{self.table}_tags"',
+            "meta": f'"{self.keyspace}"."{self.table}_meta"',
             "table": self.table,
         }
         self._requests = Requests(
             session, names, max_in_flight=max_in_flight, timeout=timeout, max_retries=max_retries
         )
+        self._ranges = RangeColumns(self._requests, session, max_range_columns)
         try:
             if not self._requests.execute_now(SELECT_KEYSPACE, (self.keyspace,)):
                 raise StoreOpenError(
@@ -258,10 +273,13 @@ class CassandraStorage(Storage):
             if self._schema_ready:
                 return
             size = int(self._dimension or dimension)  # an int: nothing else reaches the DDL
+            new = self._dimension is None
             for statement in SCHEMA:
                 self.session.execute(
                     statement.format(**self._requests.names, dimension=size), timeout=DDL_TIMEOUT
                 )
+            if new:
+                self._ranges.mark_new()
             self._dimension = self._read_dimension()
             self._schema_ready = True
 
@@ -287,14 +305,28 @@ class CassandraStorage(Storage):
                     f"embedding of node {stored.node.id!r} has dimension "
                     f"{stored.embedding.size}; the store holds {self._dimension}"
                 )
-        await asyncio.gather(*(self._write(stored) for stored in latest.values()))
+        await self._ranges.ready()
+        values = {
+            node_id: FilterValues.of_metadata(s.node.metadata) for node_id, s in latest.items()
+        }
+        usable = await self._ranges.ensure(set().union(*map(wanted, values.values())))
+        await asyncio.gather(
+            *(
+                self._write(stored, cells(values[node_id], usable))
+                for node_id, stored in latest.items()
+            )
+        )
 
-    async def _write(self, stored: StoredNode) -> None:
-        """One node: read its old links, then one atomic batch."""
+    async def _write(self, stored: StoredNode, filled: dict[str, Any]) -> None:
+        """One node: read its old links and filter terms, then one atomic batch (`filled`:
+        the node's range columns)."""
         node = stored.node
         old = await self._requests.run(SELECT_LINKS, (node.id,))
         stale = incoming_tags(decode_links(old[0][0])) if old else frozenset()
         current = incoming_tags(node.links)
+        if old:  # clear the range columns of values the node no longer has
+            before = wanted(FilterValues.of_terms(old[0][1] or ())) & self._ranges.known
+            filled = {name: None for column in before for name in (column.lo, column.hi)} | filled
         vector = stored.embedding.astype(np.float32)
         outgoing = sorted(outgoing_tags(node.links))
         terms = sorted(filter_terms(node.metadata))
@@ -310,6 +342,8 @@ class CassandraStorage(Storage):
         metadata = json.dumps(node.metadata, ensure_ascii=False)
         links = encode_links(node.links)
         batch.add(insert_node, (node.id, node.text, metadata, links, vector, outgoing, terms))
+        for template, bound in updates(node.id, current, filled):
+            batch.add(await self._requests.prepared(template), bound)
         try:
             await self._requests.execute(batch)
         except StorageError as error:
@@ -350,38 +384,87 @@ class CassandraStorage(Storage):
         found = {row[0]: stored_node(row) for rows in pages for row in rows}
         return [found[node_id] for node_id in ids if node_id in found]
 
-    async def search(
-        self, vector: Vector, k: int, filter_terms: frozenset[str]
-    ) -> list[ScoredNode]:
-        if self._dimension is None or k <= 0:
-            return []
-        query = vector.astype(np.float32)
-        terms = sorted(filter_terms)
-        statement = await self._requests.prepared(SEARCH_NODES, len(terms), prefix=" WHERE ")
-        found_rows = await self._requests.execute(statement, (query, *terms, query, k))
-        found = [ScoredNode(stored_node(row), 2.0 * float(row[5]) - 1.0) for row in found_rows]
-        # Best first by the exact score, whatever order the ANN index merge produced.
-        return sorted(found, key=lambda scored: -scored.similarity)
+    async def _plan(self, where: Condition) -> Plan:
+        """The queries for `where`, knowing the range columns other processes added."""
+        await self._ranges.ready()
+        if range_columns(where) - self._ranges.known:
+            await self._ranges.refresh()
+        return plan(where, self._ranges.known, self._ranges.complete)
 
-    async def search_hits(
-        self, vector: Vector, k: int, filter_terms: frozenset[str]
-    ) -> list[TagHit]:
+    async def search(self, vector: Vector, k: int, where: Condition) -> list[ScoredNode]:
         if self._dimension is None or k <= 0:
             return []
         query = vector.astype(np.float32)
-        terms = sorted(filter_terms)
-        statement = await self._requests.prepared(SEARCH_HITS, len(terms), prefix=" WHERE ")
-        return tag_hits(await self._requests.execute(statement, (query, *terms, query, k)))
+
+        async def fetch(branch: Branch, limit: int | None) -> list[ScoredNode]:
+            if limit is None:
+                rows = await self._requests.run(SCAN_SEARCH, branch.values, branch.cql, " WHERE ")
+                scored = [
+                    ScoredNode(item, float(item.embedding @ query))
+                    for item in map(stored_node, rows)
+                ]
+                return sorted(scored, key=lambda found: (-found.similarity, found.stored.node.id))
+            rows = await self._requests.run(
+                SEARCH_NODES, (query, *branch.values, query, limit), branch.cql, " WHERE "
+            )
+            found = [ScoredNode(stored_node(row), 2.0 * float(row[5]) - 1.0) for row in rows]
+            # Best first by the exact score, whatever order the ANN index merge produced.
+            return sorted(found, key=lambda scored: -scored.similarity)
+
+        ranking = Ranking[ScoredNode](
+            lambda found: found.stored.node.id,
+            lambda found: found.similarity,
+            lambda found: matches(where, found.stored.node.metadata),
+        )
+        return await top_k(await self._plan(where), k, fetch, ranking)
+
+    async def search_hits(self, vector: Vector, k: int, where: Condition) -> list[TagHit]:
+        if self._dimension is None or k <= 0:
+            return []
+        query = vector.astype(np.float32)
+
+        return await self._hits(query, k, where, (SEARCH_HITS, SCAN_HITS, " WHERE "), ())
+
+    async def _hits(
+        self,
+        query: Vector,
+        k: int,
+        where: Condition,
+        templates: tuple[str, str, str],
+        keys: tuple[Any, ...],
+    ) -> list[TagHit]:
+        """The `k` hits nearest `query` passing `where`: `templates` are an ANN query, the
+        same without ANN (beyond the ANN limit) and the prefix of their filter restrictions,
+        both restricted by the bound `keys` first."""
+        search, scan, prefix = templates
+        terms: dict[str, frozenset[str]] = {}
+
+        async def fetch(branch: Branch, limit: int | None) -> list[TagHit]:
+            if limit is None:
+                rows = await self._requests.run(scan, (*keys, *branch.values), branch.cql, prefix)
+                hits = ranked(rows, query)
+            else:
+                bound = (query, *keys, *branch.values, query, limit)
+                rows = await self._requests.run(search, bound, branch.cql, prefix)
+                hits = tag_hits(rows)
+            terms.update((row[0], frozenset(row[-1] or ())) for row in rows)
+            return hits
+
+        ranking = Ranking[TagHit](
+            lambda hit: hit.id,
+            lambda hit: hit.similarity,
+            lambda hit: holds(where, FilterValues.of_terms(terms[hit.id])),
+        )
+        return await top_k(await self._plan(where), k, fetch, ranking)
 
     async def search_tag(
-        self, tag: TagKey, vector: Vector, k: int, filter_terms: frozenset[str]
+        self, tag: TagKey, vector: Vector, k: int, where: Condition
     ) -> list[TagHit]:
         if self._dimension is None or k <= 0:
             return []
         query = vector.astype(np.float32)
-        terms = sorted(filter_terms)
         kind, name = tag
-        if not terms and tag not in self._large_tags:
+        if where == EVERYTHING and tag not in self._large_tags:
             # A small partition read whole and ranked here costs the node far less than an
             # ANN query; most tags (a title, a name) hold a few rows.
             rows = await self._requests.run(READ_TAG, (kind, name, k + 1))
@@ -389,22 +472,36 @@ class CassandraStorage(Storage):
                 return ranked(rows, query)
             if len(self._large_tags) < LARGE_TAGS_REMEMBERED:
                 self._large_tags.add(tag)
-        rows = await self._requests.run(
-            SEARCH_TAG, (query, kind, name, *terms, query, k), len(terms)
-        )
-        return tag_hits(rows)
+        return await self._hits(query, k, where, (SEARCH_TAG, SCAN_TAG, " AND "), (kind, name))
 
     async def tag_sizes(
-        self, tags: Sequence[TagKey], filter_terms: frozenset[str] = frozenset()
+        self, tags: Sequence[TagKey], where: Condition = EVERYTHING
     ) -> dict[TagKey, int]:
-        """One count per tag partition (with the filter's CONTAINS terms), concurrently."""
+        """One count per tag partition and query of the filter's plan, concurrently (rows
+        read and checked here when the plan is not one exact query)."""
         if self._dimension is None:
             return dict.fromkeys(tags, 0)
-        terms = sorted(filter_terms)
-        pages = await asyncio.gather(
-            *(self._requests.run(COUNT_TAG, (*tag, *terms), len(terms)) for tag in tags)
-        )
-        return {tag: int(rows[0][0]) for tag, rows in zip(tags, pages, strict=True)}
+        planned = await self._plan(where)
+        exact = planned.single_exact
+        if exact is not None:
+            pages = await asyncio.gather(
+                *(self._requests.run(COUNT_TAG, (*tag, *exact.values), exact.cql) for tag in tags)
+            )
+            return {tag: int(rows[0][0]) for tag, rows in zip(tags, pages, strict=True)}
+
+        async def members(tag: TagKey, branch: Branch) -> set[str]:
+            rows = await self._requests.run(TAG_MEMBERS, (*tag, *branch.values), branch.cql)
+            return {
+                node_id
+                for node_id, terms in rows
+                if branch.exact or holds(where, FilterValues.of_terms(terms or ()))
+            }
+
+        async def size(tag: TagKey) -> int:
+            found = await asyncio.gather(*(members(tag, branch) for branch in planned.branches))
+            return len(set().union(*found))
+
+        return dict(zip(tags, await asyncio.gather(*(size(tag) for tag in tags)), strict=True))
 
     async def stats(self, top_tags: int = 20) -> StoreStats:
         """Counts by full scans of both tables (see the class docstring)."""
@@ -475,9 +572,11 @@ class CassandraStorage(Storage):
 
         def drop_tables() -> None:
             with self._requests.lock:
-                for table in (self._requests.names["nodes"], self._requests.names["tags"]):
+                names = self._requests.names
+                for table in (names["nodes"], names["tags"], names["meta"]):
                     self.session.execute(f"DROP TABLE IF EXISTS {table}", timeout=DDL_TIMEOUT)
                 self._requests.forget()
+                self._ranges.reset()
                 self._dimension = None
                 self._schema_ready = False
 
