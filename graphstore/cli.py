@@ -24,12 +24,7 @@ from graphstore.card_store import aingest_with_cards
 from graphstore.chapters import as_of_filter
 from graphstore.errors import GraphStoreError, InvalidInputError
 from graphstore.filter_expressions import filter_of
-from graphstore.ingest import (
-    PassageLinker,
-    hierarchy_linker,
-    hyperlink_linker,
-    text_linker,
-)
+from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, text_linker
 from graphstore.links import TagKey
 from graphstore.location import (
     STORE_ENV,
@@ -125,8 +120,8 @@ def _parser() -> argparse.ArgumentParser:
     prompt.add_argument("--budget", type=int, default=1500, help="token budget of the block")
     prompt.add_argument("-k", type=int, default=PROMPT_K, help="passages searched for")
     _strategy_options(prompt)
-    _filter_option(prompt)
     _as_of_option(prompt)
+    _filter_option(prompt)
     prompt.add_argument(
         "--card-share",
         type=float,
@@ -326,11 +321,7 @@ async def _run(args: argparse.Namespace) -> int:
     done = False
     try:
         status = await _command(
-            args,
-            GraphStore(embeddings, storage),
-            redact(location),
-            linkers,
-            metadata_filter,
+            args, GraphStore(embeddings, storage), redact(location), linkers, metadata_filter
         )
         done = True
         return status
