@@ -14,6 +14,7 @@ import pytest
 from benchmarks import (
     embedded_scale,
     extraction,
+    filtered_search,
     ingest_memory,
     load_scaling,
     quality,
@@ -93,3 +94,12 @@ def test_embedded_scale(results_dir):
         assert point["rss_mib"] > 0
         assert set(point["searches"]) == set(result["growth_over_first_checkpoint"])
         assert point["searches"]["mmr_traversal_search k=10"]["queries_median"] > 1
+
+
+def test_filtered_search(results_dir):
+    result = run(filtered_search, "filtered_search", results_dir)
+    assert list(result["results"]) == list(filtered_search.FILTERS)
+    for by_search in result["results"].values():
+        assert by_search.keys() == filtered_search.SEARCHES.keys()
+        assert all(row["samples"] > 0 for row in by_search.values())
+    assert result["write_ms_per_passage"]["chapter, book, date"] > 0

@@ -36,7 +36,10 @@ SCAN_TAG = (
     "WHERE kind = ? AND tag = ?{where}"
 )
 TAG_MEMBERS = "SELECT node_id, filter_terms FROM {tags} WHERE kind = ? AND tag = ?{where}"
-READ_TAG = "SELECT node_id, embedding, outgoing FROM {tags} WHERE kind = ? AND tag = ? LIMIT ?"
+READ_TAG = (
+    "SELECT node_id, embedding, outgoing, filter_terms FROM {tags} WHERE kind = ? AND tag = ? "
+    "LIMIT ?"
+)
 COUNT_TAG = "SELECT COUNT(*) FROM {tags} WHERE kind = ? AND tag = ?{where}"
 SCAN_NODES = "SELECT node_id, links, outgoing, filter_terms FROM {nodes}"
 SCAN_TAGS = "SELECT kind, tag, node_id, outgoing, filter_terms FROM {tags}"

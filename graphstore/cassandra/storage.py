@@ -4,8 +4,8 @@
 `<table>_tags` holds one row per (incoming tag, node), partitioned by tag and carrying the
 node's embedding, outgoing tags and filter terms, so a traversal step reads no node rows.
 `search_tag` reads a small tag's partition whole (at most k + 1 rows) and ranks it by exact
-cosine here; only a tag holding more than k rows, or a filtered search, takes the
-partition-restricted ANN query (`queries.SEARCH_TAG`).
+cosine here, checking each row against the filter; only a tag holding more than k rows takes
+the partition-restricted ANN query (`queries.SEARCH_TAG`).
 
 Both partition-restricted ANN and ANN with `CONTAINS` on an SAI `VALUES` index were checked
 on Cassandra 5.0.9.  SAI's `similarity_cosine` is (1 + cos) / 2; scores are mapped back to
@@ -516,12 +516,18 @@ class CassandraStorage(Storage):
             return []
         query = vector.astype(np.float32)
         kind, name = tag
-        if where == EVERYTHING and tag not in self._large_tags:
-            # A small partition read whole and ranked here costs the node far less than an
-            # ANN query; most tags (a title, a name) hold a few rows.
+        if tag not in self._large_tags:
+            # A small partition read whole, checked against the filter and ranked here costs
+            # the node far less than an ANN query; most tags (a title, a name) hold a few rows.
             rows = await self._requests.run(READ_TAG, (kind, name, k + 1))
             if len(rows) <= k:
-                return ranked(rows, query)
+                hits = ranked(rows, query)
+                if where == EVERYTHING:
+                    return hits
+                passing = {
+                    row[0] for row in rows if holds(where, FilterValues.of_terms(row[3] or ()))
+                }
+                return [hit for hit in hits if hit.id in passing]
             if len(self._large_tags) < LARGE_TAGS_REMEMBERED:
                 self._large_tags.add(tag)
         return await self._hits(query, k, where, (SEARCH_TAG, SCAN_TAG, " AND "), (kind, name))
