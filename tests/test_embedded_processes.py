@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from graphstore.embedded import EmbeddedStorage
-from graphstore.filters import EVERYTHING
+from graphstore.filters import EVERYTHING, Condition, parse_filter
 from graphstore.links import Link
-from graphstore.metadata import required_terms
 from graphstore.nodes import Node, StoredNode, unit
 from graphstore.store import run_sync
 
@@ -177,10 +176,10 @@ def test_many_changes_from_another_process_leave_the_same_index_as_a_fresh_open(
 
 
 def pages(
-    storage: EmbeddedStorage, keys: list[tuple[str, str]], terms: frozenset[str]
+    storage: EmbeddedStorage, keys: list[tuple[str, str]], where: Condition
 ) -> list[list[tuple[str, float, frozenset]]]:
     """Each tag's 5 nodes nearest to QUERY, with scores and outgoing tags."""
-    found = run_sync(storage.search_tags(keys, QUERY, 5, terms))
+    found = run_sync(storage.search_tags(keys, QUERY, 5, where))
     return [[(hit.id, round(hit.similarity, 6), hit.outgoing) for hit in page] for page in found]
 
 
@@ -198,12 +197,12 @@ def test_a_hub_tag_ranks_and_counts_right_while_another_process_changes_it(tmp_p
 
     run_sync(mine.upsert([stored(i, ["hub", rng.choice("ab")], vector()) for i in ids]))
     keys = [("kw", "hub"), ("kw", "a"), ("kw", "b")]
-    by_other = required_terms({"by": "other"})
+    by_other = parse_filter({"by": "other"})
     other = OtherProcess(path)
     try:
         for _ in range(10):
-            run_sync(mine.search_hits(QUERY, 5, frozenset()))
-            run_sync(mine.search_tags(keys, QUERY, 5, frozenset()))
+            run_sync(mine.search_hits(QUERY, 5, EVERYTHING))
+            run_sync(mine.search_tags(keys, QUERY, 5, EVERYTHING))
             gone = rng.sample(ids, 6)
             other.send(op="delete", ids=gone)
             other.upsert(
@@ -211,11 +210,11 @@ def test_a_hub_tag_ranks_and_counts_right_while_another_process_changes_it(tmp_p
             )
             fresh = EmbeddedStorage(path)
             try:
-                for terms in (frozenset(), by_other):
-                    assert run_sync(mine.tag_sizes(keys, terms)) == run_sync(
-                        fresh.tag_sizes(keys, terms)
+                for where in (EVERYTHING, by_other):
+                    assert run_sync(mine.tag_sizes(keys, where)) == run_sync(
+                        fresh.tag_sizes(keys, where)
                     )
-                    assert pages(mine, keys, terms) == pages(fresh, keys, terms)
+                    assert pages(mine, keys, where) == pages(fresh, keys, where)
                 assert tag_rows(mine, "hub") == tag_rows(fresh, "hub")
                 assert run_sync(mine.stats()) == run_sync(fresh.stats())
             finally:
@@ -311,6 +310,7 @@ READ_ONLY_READER = textwrap.dedent(
     import asyncio, json, sys
     from graphstore import StorageError
     from graphstore.embedded import EmbeddedStorage
+    from graphstore.filters import EVERYTHING
     from graphstore.nodes import Node, StoredNode, unit
 
     async def main():

@@ -9,8 +9,8 @@ import pytest
 from numpy.typing import NDArray
 
 from graphstore.embedded import RANKED, EmbeddedStorage
+from graphstore.filters import EVERYTHING, Condition, matches, parse_filter
 from graphstore.links import Link
-from graphstore.metadata import filter_terms, required_terms
 from graphstore.nodes import Node, StoredNode, unit
 from graphstore.store import run_sync
 
@@ -25,22 +25,22 @@ class Model:
     def __init__(self) -> None:
         self.vectors: dict[str, NDArray[np.float32]] = {}
         self.tags: dict[str, set[str]] = {}
-        self.terms: dict[str, frozenset[str]] = {}
+        self.metadata: dict[str, dict[str, int]] = {}
 
     def node(self, node_id: str, vector: NDArray[np.float32], tags: set[str], parity: int):
         self.vectors[node_id], self.tags[node_id] = unit(vector), tags
-        self.terms[node_id] = filter_terms({"parity": parity})
+        self.metadata[node_id] = {"parity": parity}
         links = frozenset(Link.bidir("kw", tag) for tag in tags)
         return StoredNode(Node(node_id, node_id, {"parity": parity}, links), self.vectors[node_id])
 
     def nearest(
-        self, query: NDArray[np.float32], k: int, tag: str | None, terms: frozenset[str]
+        self, query: NDArray[np.float32], k: int, tag: str | None, where: Condition
     ) -> list[tuple[str, float]]:
         """Brute force: every matching node scored, best first."""
         scored = [
             (node_id, float(vector @ query))
             for node_id, vector in self.vectors.items()
-            if (tag is None or tag in self.tags[node_id]) and terms <= self.terms[node_id]
+            if (tag is None or tag in self.tags[node_id]) and matches(where, self.metadata[node_id])
         ]
         return sorted(scored, key=lambda item: -item[1])[:k]
 
@@ -59,18 +59,17 @@ def check_everything(
 ) -> None:
     """Tag searches before any root search of the query (no scores kept yet), the roots,
     then the same tag searches again (now from the kept scores), filtered and not."""
-    everything = frozenset[str]()
-    even = required_terms({"parity": 0})
+    even = parse_filter({"parity": 0})
     for query in queries:
         for k in (1, 10, 100):
-            for terms in (everything, even):
+            for where in (EVERYTHING, even):
                 keys = [("kw", tag) for tag in tags]
-                first = run_sync(storage.search_tags(keys, query, k, terms))
-                roots = run_sync(storage.search_hits(query, k, terms))
-                again = run_sync(storage.search_tags(keys, query, k, terms))
-                assert_same(found(roots), model.nearest(query, k, None, terms))
+                first = run_sync(storage.search_tags(keys, query, k, where))
+                roots = run_sync(storage.search_hits(query, k, where))
+                again = run_sync(storage.search_tags(keys, query, k, where))
+                assert_same(found(roots), model.nearest(query, k, None, where))
                 for tag, before, after in zip(tags, first, again, strict=True):
-                    expected = model.nearest(query, k, tag, terms)
+                    expected = model.nearest(query, k, tag, where)
                     assert_same(found(before), expected)
                     assert_same(found(after), expected)
 
@@ -121,13 +120,13 @@ def test_deleted_rows_are_never_returned_and_reused_slots_rank_by_their_new_vect
         nodes.append(model.node(f"n{i}", vector, {"hub", f"own{i}"}, i % 2))
     storage = EmbeddedStorage(":memory:")
     run_sync(storage.upsert(nodes))
-    best = [node_id for node_id, _ in model.nearest(query, 300, None, frozenset())]
+    best = [node_id for node_id, _ in model.nearest(query, 300, None, EVERYTHING)]
     gone = best[::2] + [f"n{i}" for i in rng.choice(len(nodes), 200, replace=False)]
     for node_id in gone:
         model.vectors.pop(node_id, None)
     assert run_sync(storage.delete(gone)) == len(set(gone))
     check_everything(storage, model, query[None, :], ["hub"])
-    hits = run_sync(storage.search_tag(("kw", "hub"), query, len(nodes), frozenset()))
+    hits = run_sync(storage.search_tag(("kw", "hub"), query, len(nodes), EVERYTHING))
     assert set(gone).isdisjoint(hit.id for hit in hits)
     assert len(hits) == len(nodes) - len(set(gone))
     back = [
@@ -156,7 +155,7 @@ def test_a_write_between_two_tag_searches_of_one_query_is_seen(rng):
     )
     check_everything(storage, model, query[None, :], ["hub"])
     run_sync(storage.upsert([model.node("exact", query, {"hub"}, 0)]))
-    assert found(run_sync(storage.search_tag(("kw", "hub"), query, 1, frozenset())))[0][0] == (
+    assert found(run_sync(storage.search_tag(("kw", "hub"), query, 1, EVERYTHING)))[0][0] == (
         "exact"
     )
     run_sync(storage.delete(["exact"]))
