@@ -210,11 +210,11 @@ def test_a_hub_tag_ranks_and_counts_right_while_another_process_changes_it(tmp_p
             )
             fresh = EmbeddedStorage(path)
             try:
-                for terms in (EVERYTHING, by_other):
-                    assert run_sync(mine.tag_sizes(keys, terms)) == run_sync(
-                        fresh.tag_sizes(keys, terms)
+                for where in (EVERYTHING, by_other):
+                    assert run_sync(mine.tag_sizes(keys, where)) == run_sync(
+                        fresh.tag_sizes(keys, where)
                     )
-                    assert pages(mine, keys, terms) == pages(fresh, keys, terms)
+                    assert pages(mine, keys, where) == pages(fresh, keys, where)
                 assert tag_rows(mine, "hub") == tag_rows(fresh, "hub")
                 assert run_sync(mine.stats()) == run_sync(fresh.stats())
             finally:
