@@ -28,6 +28,7 @@ from test_cassandra_faults import passages
 
 from graphstore import GraphStore, Link, Node
 from graphstore.embedded import EmbeddedStorage
+from graphstore.filters import EVERYTHING
 from graphstore.store import run_sync
 from graphstore.testing.embeddings import HookedEmbeddings, KeyedEmbeddings
 
@@ -208,7 +209,7 @@ def test_a_passage_deleted_while_a_replica_is_down_is_never_returned_after_it_is
         queries = [embeddings.embed_query(f"passage {node_id[1:]}") for node_id in deleted]
         offered = set()
         for query in queries:
-            hits = run_sync(storage.search_hits(np.asarray(query, np.float32), 1, frozenset()))
+            hits = run_sync(storage.search_hits(np.asarray(query, np.float32), 1, EVERYTHING))
             offered.update(hit.id for hit in hits)
         assert offered & set(deleted), "no ANN query read the stale replica"
 
