@@ -624,4 +624,8 @@ def _node_command(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module's main: `local_cluster` imports this module by name, and its
+    # errors must be the CassandraError that `main` catches, not this script's copy.
+    from graphstore.testing import local_cassandra  # noqa: PLW0406
+
+    sys.exit(local_cassandra.main())
