@@ -72,6 +72,9 @@ class GraphStore:
     """A graph vector store whose edges are implied by shared link tags.
 
     `embeddings` may be None for a store used only with vectors (or only for reading).
+    Every search's `filter` is a metadata filter (`{"chapter": {"$lte": 27}}`, operators and
+    their meaning in `graphstore.filters`), checked before anything runs and applied to every
+    passage a search returns or passes through.
     """
 
     def __init__(

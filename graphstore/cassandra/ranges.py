@@ -10,9 +10,10 @@ range on a (key, type) that is not registered matches nothing.  After `limit` pa
 marked *overflowing*, and ranges on the other keys are checked on rows instead (correct,
 slower).
 
-A store written before range columns existed has no meta `format` row: the first time it is
-used, every node's range columns are filled in from its filter terms (one scan of the node
-table and one batch of updates per node that has any), then the row is written.
+A store written before range columns existed has no meta `format` row: when it is opened,
+every node's range columns are filled in from its filter terms (one scan of the node table
+and one batch of updates per node that has any), then the row is written.  Writers of an
+earlier version running at the same time would write nodes without them.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ import time
 from collections.abc import Collection, Iterable
 from typing import Any
 
+from cassandra.concurrent import execute_concurrent
 from cassandra.query import BatchStatement, BatchType
 
 from graphstore.cassandra.filters import RangeColumn, code
 from graphstore.cassandra.queries import SCAN_NODES
 from graphstore.cassandra.schema import DDL_TIMEOUT
-from graphstore.cassandra.session import Requests
+from graphstore.cassandra.session import Requests, one_line
 from graphstore.errors import StorageError
 from graphstore.filters import FilterValues
 from graphstore.links import TagKey, decode_links, incoming_tags
@@ -100,7 +102,6 @@ class RangeColumns:
         self._lock = threading.Lock()
         self.known: frozenset[RangeColumn] = frozenset()
         self.overflowing = False
-        self._ready = False
         self._loaded_at = -math.inf
 
     @property
@@ -110,17 +111,21 @@ class RangeColumns:
 
     def reset(self) -> None:
         """Forget everything (the tables were dropped)."""
-        self.known, self.overflowing, self._ready = frozenset(), False, False
+        self.known, self.overflowing = frozenset(), False
 
-    async def ready(self) -> None:
-        """Load the registry, filling in the range columns of an older store first."""
-        if self._ready:
-            return
-        await asyncio.to_thread(self._run_ddl, self._requests.cql(CREATE_META))
-        if "format" not in await self._load():
-            await self._fill_in()
-            await self._requests.run(INSERT_META, ("format", FORMAT))
-        self._ready = True
+    def open_now(self) -> None:
+        """Load the registry of an existing store (blocking, when the storage opens), filling
+        in the range columns of a store written before them first."""
+        with self._lock:
+            try:
+                rows = self._select_now()
+            except Exception:  # no meta table: a store of an earlier version
+                self._run_ddl(self._requests.cql(CREATE_META))
+                rows = self._select_now()
+            self._remember(rows)
+        if "format" not in rows:
+            self._fill_in_now()
+            self._insert_now("format", FORMAT)
 
     async def refresh(self) -> None:
         """Look for pairs other processes registered (at most every `RELOAD_SECONDS`)."""
@@ -136,7 +141,10 @@ class RangeColumns:
     def mark_new(self) -> None:
         """A store just created: nothing to fill in (called with its schema, in a thread)."""
         self._run_ddl(self._requests.cql(CREATE_META))
-        self._requests.execute_now(self._requests.cql(INSERT_META), ("format", FORMAT))
+        self._insert_now("format", FORMAT)
+
+    def _select_now(self) -> dict[str, str]:
+        return dict(self._requests.execute_now(self._requests.cql(SELECT_META), ()))
 
     async def _load(self) -> dict[str, str]:
         rows = dict(await self._requests.run(SELECT_META, ()))
@@ -163,7 +171,7 @@ class RangeColumns:
     def _add(self, columns: set[RangeColumn]) -> None:
         """Create, wait for and register the missing pairs (in a thread, one at a time)."""
         with self._lock:
-            self._remember(dict(self._requests.execute_now(self._requests.cql(SELECT_META), ())))
+            self._remember(self._select_now())
             for column in sorted(columns - self.known, key=lambda c: (c.key, c.is_number)):
                 if len(self.known) >= self.limit:
                     if not self.overflowing:
@@ -206,24 +214,23 @@ class RangeColumns:
                             ) from error
                         time.sleep(0.2)
 
-    async def _fill_in(self) -> None:
+    def _fill_in_now(self) -> None:
         """Range columns of every node of a store written before they existed."""
-        rows = await self._requests.run(SCAN_NODES, ())
+        rows = self._requests.execute_now(self._requests.cql(SCAN_NODES), ())
         nodes = [
             (node_id, incoming_tags(decode_links(links)), FilterValues.of_terms(terms or ()))
             for node_id, links, _, terms in rows
         ]
-        needed = set().union(*(wanted(values) for _, _, values in nodes)) if nodes else set()
-        usable = await self.ensure(needed)
-
-        async def fill(node_id: str, tags: frozenset[TagKey], values: FilterValues) -> None:
-            statements = updates(node_id, tags, cells(values, usable))
-            if not statements:
-                return
-            batch = BatchStatement(batch_type=BatchType.LOGGED)
-            batch.is_idempotent = True
-            for template, bound in statements:
-                batch.add(await self._requests.prepared(template), bound)
-            await self._requests.execute(batch)
-
-        await asyncio.gather(*(fill(*node) for node in nodes))
+        needed = set().union(*(wanted(values) for _, _, values in nodes))
+        self._add(needed)
+        batches = []
+        for node_id, tags, values in nodes:
+            statements = updates(node_id, tags, cells(values, needed & self.known))
+            if statements:
+                batch = BatchStatement(batch_type=BatchType.LOGGED)
+                for template, bound in statements:
+                    batch.add(self._requests.prepare(self._requests.cql(template)), bound)
+                batches.append((batch, ()))
+        for success, result in execute_concurrent(self._session, batches, concurrency=32):
+            if not success:
+                raise StorageError(f"filling in range columns failed: {one_line(result)}")

@@ -173,6 +173,8 @@ class CassandraStorage(Storage):
             self.replicas = replication_factor(keyspace_rows[0][0])
             """Replicas of each row (in one data centre): above 1, ANN results are checked."""
             self._dimension = self._read_dimension()
+            if self._dimension is not None:
+                self._ranges.open_now()
         except StoreOpenError:
             raise
         except Exception as error:
@@ -344,7 +346,6 @@ class CassandraStorage(Storage):
                     f"embedding of node {stored.node.id!r} has dimension "
                     f"{stored.embedding.size}; the store holds {self._dimension}"
                 )
-        await self._ranges.ready()
         values = {
             node_id: FilterValues.of_metadata(s.node.metadata) for node_id, s in latest.items()
         }
@@ -424,7 +425,6 @@ class CassandraStorage(Storage):
 
     async def _plan(self, where: Condition) -> Plan:
         """The queries for `where`, knowing the range columns other processes added."""
-        await self._ranges.ready()
         if range_columns(where) - self._ranges.known:
             await self._ranges.refresh()
         return plan(where, self._ranges.known, self._ranges.complete)
@@ -474,7 +474,6 @@ class CassandraStorage(Storage):
         if self._dimension is None or k <= 0:
             return []
         query = vector.astype(np.float32)
-
         return await self._hits(query, k, where, (SEARCH_HITS, SCAN_HITS, " WHERE "), ())
 
     async def _hits(
