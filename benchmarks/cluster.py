@@ -26,6 +26,7 @@ from benchmarks import data
 from benchmarks.common import (
     Backend,
     cassandra_backend,
+    figure,
     median,
     print_table,
     write_json,
@@ -151,6 +152,7 @@ async def run(args: Any) -> None:
                     }
     report(results, sizes)
     write_json(NAME, args, {"sizes": sizes.__dict__, "searches": SEARCHES, "results": results})
+    plot(args, results)
 
 
 def report(results: dict[str, Any], sizes: Sizes) -> None:
@@ -172,6 +174,24 @@ def report(results: dict[str, Any], sizes: Sizes) -> None:
         ["setup", "load passages/s", *MEASURED, "load average (load / search)"],
         rows,
     )
+
+
+def plot(args: Any, results: dict[str, Any]) -> None:
+    """Load throughput per setup, and median latency (whiskers to p95) per search."""
+    with figure(NAME, args, panels=2) as (throughput, latencies):
+        labels = list(results)
+        throughput.bar(labels, [results[s]["load"]["passages_per_second"] for s in labels])
+        throughput.set(title="load", ylabel="passages / s")
+        width = 0.8 / len(labels)
+        for i, label in enumerate(labels):
+            timed = results[label]["latency"]
+            medians = [timed[s]["median_ms"] for s in MEASURED]
+            spread = [timed[s]["p95_ms"] - m for s, m in zip(MEASURED, medians, strict=True)]
+            xs = [j + i * width for j in range(len(MEASURED))]
+            latencies.bar(xs, medians, width, yerr=[[0] * len(xs), spread], label=label, capsize=2)
+        latencies.set_xticks([j + 0.4 - width / 2 for j in range(len(MEASURED))], MEASURED)
+        latencies.set(title="search latency", ylabel="ms (bar: median, whisker: p95)")
+        latencies.legend(fontsize="small")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
