@@ -260,6 +260,7 @@ READ_ONLY_READER = textwrap.dedent(
     import asyncio, json, sys
     from graphstore import StorageError
     from graphstore.embedded import EmbeddedStorage
+    from graphstore.filters import EVERYTHING
     from graphstore.nodes import Node, StoredNode, unit
 
     async def main():
