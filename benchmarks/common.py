@@ -159,6 +159,15 @@ def figure(name: str, args: argparse.Namespace, panels: int = 1) -> Iterator[lis
         plt.close(fig)
 
 
+def latency_bars(
+    axes: Any, xs: Sequence[float], rows: Sequence[dict[str, Any]], width: float, label: str
+) -> None:
+    """One bar per result row: its median latency, with a whisker up to its p95."""
+    medians = [row["median_ms"] for row in rows]
+    spread = [row["p95_ms"] - row["median_ms"] for row in rows]
+    axes.bar(xs, medians, width, yerr=[[0] * len(xs), spread], label=label, capsize=2)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -26,6 +26,7 @@ from benchmarks import data
 from benchmarks.common import (
     Stopwatch,
     figure,
+    latency_bars,
     median,
     open_backend,
     p95,
@@ -188,12 +189,8 @@ def plot(args: Any, results: dict[str, dict[str, Any]]) -> None:
         width = 0.8 / len(SEARCHES)
         for i, search in enumerate(SEARCHES):
             xs = [n + i * width for n in range(len(results))]
-            medians = [results[name][search]["median_ms"] for name in results]
-            spread = [
-                results[name][search]["p95_ms"] - m
-                for name, m in zip(results, medians, strict=True)
-            ]
-            axes.bar(xs, medians, width, yerr=[[0] * len(xs), spread], label=search, capsize=2)
+            rows = [by_search[search] for by_search in results.values()]
+            latency_bars(axes, xs, rows, width, search)
         axes.set_xticks([n + 0.4 - width / 2 for n in range(len(results))], list(results))
         axes.tick_params(axis="x", labelrotation=30, labelsize="small")
         axes.set_ylabel("ms (bar: median, whisker: p95)")

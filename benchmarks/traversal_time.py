@@ -23,6 +23,7 @@ from benchmarks.common import (
     Backend,
     Stopwatch,
     figure,
+    latency_bars,
     median,
     open_backend,
     p95,
@@ -267,9 +268,7 @@ def plot(args: Any, results: dict[str, dict[str, Any]]) -> None:
         for i, store in enumerate(stores):
             names = [s for s in results if store in results[s]]
             xs = [list(results).index(s) + i * width for s in names]
-            medians = [results[s][store]["median_ms"] for s in names]
-            spread = [results[s][store]["p95_ms"] - m for s, m in zip(names, medians, strict=True)]
-            latency.bar(xs, medians, width, yerr=[[0] * len(xs), spread], label=store, capsize=2)
+            latency_bars(latency, xs, [results[s][store] for s in names], width, store)
             queries.bar(
                 xs, [results[s][store]["queries_median"] for s in names], width, label=store
             )

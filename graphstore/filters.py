@@ -35,11 +35,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphstore.errors import InvalidInputError
-from graphstore.metadata import MAX_DEPTH, SCALARS, canonical, check_json, filter_pairs, term
+from graphstore.metadata import (
+    MAX_DEPTH,
+    SCALARS,
+    canonical,
+    check_json,
+    filter_pairs,
+    term,
+)
 from graphstore.utf8 import check_utf8
-
-Filter = Mapping[str, Any]
-"""A filter as callers write it (see the module docstring)."""
 
 RANGE_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "$lt": operator.lt,

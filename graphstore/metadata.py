@@ -22,6 +22,8 @@ from typing import Any
 from graphstore.errors import InvalidInputError
 from graphstore.utf8 import check_utf8
 
+Filter = Mapping[str, Any]
+"""A metadata filter as callers write it (`graphstore.filters` parses it)."""
 Scalar = str | int | float | bool
 SCALARS = (str, int, float, bool)
 MAX_DEPTH = 32

@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 from langchain_core.embeddings import Embeddings
 
 from graphstore.errors import InvalidInputError
-from graphstore.filters import Filter, parse_filter
+from graphstore.filters import parse_filter
 from graphstore.links import as_links
-from graphstore.metadata import check_metadata
+from graphstore.metadata import Filter, check_metadata
 from graphstore.nodes import Hit, Node, StoredNode, Vector, unit
 from graphstore.storage import ScoredNode, Storage, StoreStats
 from graphstore.strategy import DEFAULT, MAX_DEPTH, MMR_TRAVERSAL, check_count
