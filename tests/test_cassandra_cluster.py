@@ -9,8 +9,9 @@ strict: without hints, a replica that was down stays stale until a read repairs 
 nothing heals it behind a test's back; without the dynamic snitch, a read at ONE asks the
 first replica in ring order, which is the stale one for about a third of the rows.
 
-`GRAPHSTORE_TEST_CLUSTER_CONSISTENCY=ONE` runs the same tests with writes and reads at ONE
-(`ALL` likewise): they fail, because the guarantees they check rest on quorums.
+`GRAPHSTORE_TEST_CLUSTER_CONSISTENCY=ONE` runs the same tests with writes and reads at ONE:
+the ingest and delete tests fail (passages missing from reads, deleted passages returned).
+At `ALL` every test that loses a node fails (Unavailable).  The guarantees rest on quorums.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from functools import partial
 import numpy as np
 import pytest
 from conftest import cassandra_contact
-from test_cassandra_faults import passages
+from test_faults import passages
+from test_load import group
 
-from graphstore import GraphStore, Link, Node
+from graphstore import GraphStore
 from graphstore.embedded import EmbeddedStorage
 from graphstore.filters import EVERYTHING
 from graphstore.store import run_sync
@@ -123,26 +125,6 @@ def test_an_ingest_survives_a_killed_node_and_stores_every_row_exactly_once(all_
         run_sync(storage.close())
 
 
-def linked_passages(count: int) -> list[Node]:
-    """Passages in a chain (each links out to the next) that also share one of `count` // 20
-    keywords (tags of ~20 passages, larger than a traversal step's page: ANN queries)."""
-    return [
-        Node(
-            f"p{i}",
-            f"passage {i}",
-            {"i": i},
-            frozenset(
-                {
-                    Link.bidir("kw", f"k{i % (count // 20)}"),
-                    Link.incoming("next", f"p{i}"),
-                    Link.outgoing("next", f"p{i + 1}"),
-                }
-            ),
-        )
-        for i in range(count)
-    ]
-
-
 def mmr_results(store: GraphStore, queries: np.ndarray) -> list[list[tuple[str, float]]]:
     """Every query's MMR traversal at once, as (id, score) lists."""
 
@@ -167,7 +149,7 @@ def test_concurrent_mmr_traversals_with_a_node_down_equal_those_with_all_nodes_u
     store = GraphStore(KeyedEmbeddings(dimension=DIMENSION), storage, batch_size=100)
     try:
         run_sync(storage.drop())
-        store.add_nodes(linked_passages(600))
+        store.add_nodes(group("p", 600))
         rng = np.random.default_rng(7)
         queries = rng.normal(size=(50, DIMENSION)).astype(np.float32)
         all_nodes = mmr_results(store, queries)
@@ -196,9 +178,10 @@ def test_a_passage_deleted_while_a_replica_is_down_is_never_returned_after_it_is
     store = GraphStore(embeddings, storage, batch_size=100)
     try:
         run_sync(storage.drop())
-        corpus = linked_passages(300)
+        corpus = group("p", 300)
         store.add_nodes(corpus)
         deleted = [node.id for node in corpus[::10]]
+        queries = [embeddings.embed_query(node.text) for node in corpus[::10]]
 
         cluster.kill_node(VICTIM)
         cluster.wait_until_seen_as(VICTIM, "DOWN")
@@ -206,7 +189,6 @@ def test_a_passage_deleted_while_a_replica_is_down_is_never_returned_after_it_is
         cluster.start_node(VICTIM)
         cluster.wait_until_seen_as(VICTIM, "UP")
 
-        queries = [embeddings.embed_query(f"passage {node_id[1:]}") for node_id in deleted]
         offered = set()
         for query in queries:
             hits = run_sync(storage.search_hits(np.asarray(query, np.float32), 1, EVERYTHING))
