@@ -28,7 +28,7 @@ from conftest import cassandra_contact
 from test_faults import passages
 from test_load import group
 
-from graphstore import GraphStore
+from graphstore import GraphStore, Link, Node
 from graphstore.embedded import EmbeddedStorage
 from graphstore.filters import EVERYTHING
 from graphstore.store import run_sync
@@ -166,12 +166,22 @@ def test_concurrent_mmr_traversals_with_a_node_down_equal_those_with_all_nodes_u
         run_sync(storage.close())
 
 
+def relinked(nodes: list[Node], tag: str) -> list[Node]:
+    """The same passages with one incoming link only, to `tag` + their id."""
+    return [
+        Node(n.id, n.text, n.metadata, frozenset({Link.incoming("moved", tag + n.id)}))
+        for n in nodes
+    ]
+
+
 def test_a_passage_deleted_while_a_replica_is_down_is_never_returned_after_it_is_back(all_up):
     """Passages are deleted while node 3 is down, so node 3 keeps them live (no hints);
     once it is back, an ANN query that reads node 3 still offers them (checked first: the
     stale replica is real), yet no search returns them: every search reads the passages it
     returns at QUORUM, where the other replica's tombstone wins (and read repair then
-    copies it to node 3)."""
+    copies it to node 3).  Other passages are relinked while node 3 is down and again once
+    it is back: the second upsert's read of the old links (QUORUM) sees the first one's, so
+    it leaves no stale tag row, which a read of node 3's old links would."""
     cluster = all_up
     storage = connect(cluster, f"delete_{LEVEL.lower()}")
     embeddings = KeyedEmbeddings(dimension=DIMENSION)
@@ -182,10 +192,12 @@ def test_a_passage_deleted_while_a_replica_is_down_is_never_returned_after_it_is
         store.add_nodes(corpus)
         deleted = [node.id for node in corpus[::10]]
         queries = [embeddings.embed_query(node.text) for node in corpus[::10]]
+        moved = corpus[5::10]
 
         cluster.kill_node(VICTIM)
         cluster.wait_until_seen_as(VICTIM, "DOWN")
         assert store.delete(deleted) == len(deleted)
+        store.add_nodes(relinked(moved, "b"))
         cluster.start_node(VICTIM)
         cluster.wait_until_seen_as(VICTIM, "UP")
 
@@ -194,6 +206,12 @@ def test_a_passage_deleted_while_a_replica_is_down_is_never_returned_after_it_is
             hits = run_sync(storage.search_hits(np.asarray(query, np.float32), 1, EVERYTHING))
             offered.update(hit.id for hit in hits)
         assert offered & set(deleted), "no ANN query read the stale replica"
+
+        store.add_nodes(relinked(moved, "c"))
+        before = run_sync(storage.tag_sizes([("moved", "b" + node.id) for node in moved]))
+        after = run_sync(storage.tag_sizes([("moved", "c" + node.id) for node in moved]))
+        assert (set(before.values()), set(after.values())) == ({0}, {1})
+        assert run_sync(storage.check()) == []
 
         gone = set(deleted)
         for query in queries:
