@@ -7,27 +7,13 @@ from pathlib import Path
 
 import pytest
 from conftest import cassandra_contact
+from test_faults import passages
 
-from graphstore import GraphStore, Link, Node, StorageError
+from graphstore import GraphStore, StorageError
 from graphstore.store import run_sync
 from graphstore.testing.embeddings import HookedEmbeddings, KeyedEmbeddings
 
-
-def passages(count: int, keywords: int = 9) -> list[Node]:
-    """Passages with two incoming tags each: a keyword shared by every `keywords`-th passage
-    and one of their own (2 x `count` tag rows, `keywords` + `count` tags)."""
-    return [
-        Node(
-            f"p{i}",
-            f"passage {i}",
-            {"i": i},
-            frozenset({Link.bidir("kw", f"k{i % keywords}"), Link.incoming("own", f"p{i}")}),
-        )
-        for i in range(count)
-    ]
-
-
-PASSAGES = passages(200)
+PASSAGES = passages(200, keywords=9)
 
 
 def free_port() -> int:

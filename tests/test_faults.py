@@ -34,13 +34,15 @@ class FailingEmbeddings(KeyedEmbeddings):
         return super().embed_documents(texts)
 
 
-def passages(count: int) -> list[Node]:
+def passages(count: int, keywords: int = 7) -> list[Node]:
+    """Passages with two incoming tags each: a keyword shared by every `keywords`-th passage
+    and one of their own (2 x `count` tag rows, `keywords` + `count` tags)."""
     return [
         Node(
             f"p{i}",
             f"passage {i}",
             {"i": i},
-            frozenset({Link.bidir("kw", f"k{i % 7}"), Link.incoming("own", f"p{i}")}),
+            frozenset({Link.bidir("kw", f"k{i % keywords}"), Link.incoming("own", f"p{i}")}),
         )
         for i in range(count)
     ]

@@ -27,7 +27,6 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from cassandra.concurrent import execute_concurrent
-from cassandra.query import BatchStatement, BatchType
 
 from graphstore.cassandra.filters import RangeColumn, code
 from graphstore.cassandra.queries import SCAN_NODES
@@ -227,7 +226,7 @@ class RangeColumns:
         for node_id, tags, values in nodes:
             statements = updates(node_id, tags, cells(values, needed & self.known))
             if statements:
-                batch = BatchStatement(batch_type=BatchType.LOGGED)
+                batch = self._requests.batch()  # at the store's write level
                 for template, bound in statements:
                     batch.add(self._requests.prepare(self._requests.cql(template)), bound)
                 batches.append((batch, ()))
