@@ -108,6 +108,19 @@ class Storage(ABC):
 
         return list(await asyncio.gather(*(one(tag) for tag in tags)))
 
+    async def search_tags_with_sizes(
+        self,
+        tags: Sequence[TagKey],
+        vector: Vector,
+        k: int,
+        filter_terms: frozenset[str],
+        concurrency: int = 16,
+    ) -> tuple[list[list[TagHit]], dict[TagKey, int]]:
+        """`search_tags`, and the size (as `tag_sizes` counts it) of every tag whose size the
+        same reads gave, sparing a traversal a round of counts.  None by default; a backend
+        that reads small tags whole (Cassandra) knows theirs."""
+        return await self.search_tags(tags, vector, k, filter_terms, concurrency), {}
+
     @abstractmethod
     async def tag_sizes(
         self, tags: Sequence[TagKey], filter_terms: frozenset[str] = frozenset()

@@ -1,21 +1,18 @@
 """Query templates.
 
-Only the quoted, validated table names (`{nodes}`, `{tags}`), `?` markers and a `{where}` of
-`filter_terms CONTAINS ?` conditions are ever formatted in; every value is bound.
+Only the quoted, validated table names (`{nodes}`, `{tags}`, `{hot}`, `{hot_tags}`), `?`
+markers and a `{where}` of `filter_terms CONTAINS ?` conditions are ever formatted in; every
+value is bound.
 """
 
-SELECT_LINKS = "SELECT links FROM {nodes} WHERE node_id = ?"
+# Nodes
+SELECT_PLACEMENT = "SELECT links, tag_buckets FROM {nodes} WHERE node_id = ?"
 SELECT_NODE = "SELECT node_id, text, metadata, links, embedding FROM {nodes} WHERE node_id = ?"
 INSERT_NODE = (
-    "INSERT INTO {nodes} (node_id, text, metadata, links, embedding, outgoing, filter_terms) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO {nodes} (node_id, text, metadata, links, embedding, outgoing, filter_terms, "
+    "tag_buckets) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 DELETE_NODE = "DELETE FROM {nodes} WHERE node_id = ?"
-INSERT_TAG = (
-    "INSERT INTO {tags} (kind, tag, node_id, embedding, outgoing, filter_terms) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
-)
-DELETE_TAG = "DELETE FROM {tags} WHERE kind = ? AND tag = ? AND node_id = ?"
 SEARCH_NODES = (
     "SELECT node_id, text, metadata, links, embedding, similarity_cosine(embedding, ?) "
     "FROM {nodes}{where} ORDER BY embedding ANN OF ? LIMIT ?"
@@ -24,13 +21,44 @@ SEARCH_HITS = (
     "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?) "
     "FROM {nodes}{where} ORDER BY embedding ANN OF ? LIMIT ?"
 )
-SEARCH_TAG = (
-    "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?) FROM {tags} "
-    "WHERE kind = ? AND tag = ?{where} ORDER BY embedding ANN OF ? LIMIT ?"
+
+# Small parts (read whole; the static `buckets` says which buckets a hot tag has)
+INSERT_TAG = (
+    "INSERT INTO {tags} (kind, tag, node_id, embedding, outgoing, filter_terms) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
 )
-READ_TAG = "SELECT node_id, embedding, outgoing FROM {tags} WHERE kind = ? AND tag = ? LIMIT ?"
-COUNT_TAG = "SELECT COUNT(*) FROM {tags} WHERE kind = ? AND tag = ?{where}"
-SCAN_NODES = "SELECT node_id, links, outgoing, filter_terms FROM {nodes}"
-SCAN_TAGS = "SELECT kind, tag, node_id, outgoing, filter_terms FROM {tags}"
-SCAN_TAG_KEYS = "SELECT kind, tag FROM {tags}"
+DELETE_TAG = "DELETE FROM {tags} WHERE kind = ? AND tag = ? AND node_id = ?"
+READ_TAG = (
+    "SELECT tag, buckets, node_id, embedding, outgoing, filter_terms FROM {tags} "
+    "WHERE kind = ? AND tag = ?"
+)
+READ_TAGS = (
+    "SELECT tag, buckets, node_id, embedding, outgoing, filter_terms FROM {tags} "
+    "WHERE kind = ? AND tag IN ?"
+)
+READ_TAG_KEYS = "SELECT tag, buckets, node_id, filter_terms FROM {tags} WHERE kind = ? AND tag = ?"
+READ_BUCKETS = "SELECT buckets FROM {tags} WHERE kind = ? AND tag = ? LIMIT 1"
+ADD_BUCKETS = "UPDATE {tags} SET buckets = buckets + ? WHERE kind = ? AND tag = ?"
+
+# Hot parts (bucketed, SAI-indexed) and the hot-tag directory (counters of hot rows)
+INSERT_HOT = (
+    "INSERT INTO {hot} (kind, tag, bucket, node_id, embedding, outgoing, filter_terms) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+DELETE_HOT = "DELETE FROM {hot} WHERE kind = ? AND tag = ? AND bucket = ? AND node_id = ?"
+SEARCH_HOT = (
+    "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?) FROM {hot} "
+    "WHERE kind = ? AND tag = ? AND bucket = ?{where} ORDER BY embedding ANN OF ? LIMIT ?"
+)
+COUNT_HOT = "SELECT COUNT(*) FROM {hot} WHERE kind = ? AND tag = ? AND bucket = ?{where}"
+ADD_HOT_ROWS = "UPDATE {hot_tags} SET rows = rows + ? WHERE directory = 0 AND kind = ? AND tag = ?"
+READ_HOT_TAGS = "SELECT kind, tag, rows FROM {hot_tags} WHERE directory = 0"
+READ_HOT_ROWS = "SELECT rows FROM {hot_tags} WHERE directory = 0 AND kind = ? AND tag = ?"
+
+# Full scans (stats, check, maintenance)
+SCAN_NODES = "SELECT node_id, links, outgoing, filter_terms, tag_buckets FROM {nodes}"
 SCAN_NODE_IDS = "SELECT node_id FROM {nodes}"
+SCAN_TAGS = "SELECT kind, tag, buckets, node_id, outgoing, filter_terms FROM {tags}"
+SCAN_HOT = "SELECT kind, tag, bucket, node_id, outgoing, filter_terms FROM {hot}"
+SCAN_TAG_KEYS = "SELECT kind, tag, node_id FROM {tags}"
+SCAN_HOT_KEYS = "SELECT kind, tag FROM {hot}"

@@ -50,3 +50,8 @@ def stored_node(row: Sequence[Any]) -> StoredNode:
     node_id, text, metadata, links, embedding = row[:5]
     node = Node(node_id, text, json.loads(metadata), decode_links(links))
     return StoredNode(node, as_vector(embedding))
+
+
+def tag_map(values: Any) -> dict[TagKey, int]:
+    """A `map<frozen<tuple<text, text>>, int>` column (None when empty) as a dict."""
+    return {(kind, tag): int(value) for (kind, tag), value in (values or {}).items()}

@@ -1,28 +1,21 @@
-"""`CassandraStorage`: the `Storage` interface on a node table and a per-tag table.
+"""`CassandraStorage`: the `Storage` interface on a node table and per-tag tables.
 
-`<table>_nodes` holds one row per node (text, metadata and links as JSON, the embedding);
-`<table>_tags` holds one row per (incoming tag, node), partitioned by tag and carrying the
-node's embedding, outgoing tags and filter terms, so a traversal step reads no node rows.
-`search_tag` reads a small tag's partition whole (at most k + 1 rows) and ranks it by exact
-cosine here; only a tag holding more than k rows, or a filtered search, takes the
-partition-restricted ANN query (`queries.SEARCH_TAG`).
+`<table>_nodes` holds one row per node (text, metadata and links as JSON, the embedding, and
+the bucket of each of its rows in a hot tag); the tag tables hold one row per (incoming tag,
+node) carrying the node's embedding, outgoing tags and filter terms, so a traversal step reads
+no node rows.  A tag's rows are in its small part (`<table>_tags`, no vector index, read whole
+and ranked here) until it turns hot, and in its buckets (`<table>_hot`, SAI-indexed, one
+partition-restricted ANN query each) after: `layout` says where a row goes, `hot_tags` keeps
+the directory of hot tags, `writes` writes, `tag_reads` reads, `consistency` checks.
 
 Both partition-restricted ANN and ANN with `CONTAINS` on an SAI `VALUES` index were checked
 on Cassandra 5.0.9.  SAI's `similarity_cosine` is (1 + cos) / 2; scores are mapped back to
 plain cosine so they equal the embedded backend's.
-
-Hot tags: a tag that a large share of nodes link in to makes one wide partition, and its
-ANN query walks one large per-partition candidate set on one replica set.  The design scales
-past that by bucketing hot tags: `PRIMARY KEY ((kind, tag, bucket), node_id)` with
-`bucket = hash(node_id) % B` for tags above a frequency threshold (B recorded per tag), where
-`search_tag` queries all B buckets concurrently and merges their top-k.  Not done yet: every
-tag is one partition.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,32 +23,31 @@ from typing import Any
 import numpy as np
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-from cassandra.query import BatchStatement, BatchType
 
 from graphstore import vector_codec
+from graphstore.cassandra.consistency import layout_problems
+from graphstore.cassandra.hot_tags import HotTags
+from graphstore.cassandra.layout import TagLayout
 from graphstore.cassandra.queries import (
-    COUNT_TAG,
-    DELETE_NODE,
-    DELETE_TAG,
-    INSERT_NODE,
-    INSERT_TAG,
-    READ_TAG,
+    READ_HOT_TAGS,
+    SCAN_HOT,
+    SCAN_HOT_KEYS,
     SCAN_NODE_IDS,
     SCAN_NODES,
     SCAN_TAG_KEYS,
     SCAN_TAGS,
     SEARCH_HITS,
     SEARCH_NODES,
-    SEARCH_TAG,
-    SELECT_LINKS,
     SELECT_NODE,
 )
-from graphstore.cassandra.rows import ranked, stored_node, tag_hits, tag_set
+from graphstore.cassandra.rows import stored_node, tag_hits
 from graphstore.cassandra.schema import (
     DDL_TIMEOUT,
     SCHEMA,
     SELECT_DIMENSION,
     SELECT_KEYSPACE,
+    SELECT_TABLE,
+    UPGRADE,
     VECTOR_TYPE,
     replication_cql,
 )
@@ -66,15 +58,13 @@ from graphstore.cassandra.session import (
     Requests,
     one_line,
 )
+from graphstore.cassandra.tag_reads import TagReader
 from graphstore.cassandra.url import DEFAULT_PORT, DEFAULT_TABLE, identifier, parse_url
+from graphstore.cassandra.writes import Writer
 from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
-from graphstore.links import TagKey, decode_links, encode_links, incoming_tags, outgoing_tags
-from graphstore.metadata import filter_terms
+from graphstore.links import TagKey
 from graphstore.nodes import StoredNode, TagHit, Vector
 from graphstore.storage import ScoredNode, Storage, StoreStats
-
-LARGE_TAGS_REMEMBERED = 100_000
-"""How many tags known to be larger than a page `search_tag` remembers (skipping the read)."""
 
 
 class CassandraStorage(Storage):
@@ -98,8 +88,12 @@ class CassandraStorage(Storage):
       the local test node raises it to 1 MiB, and production nodes need the same.  Batches
       over `batch_size_warn_threshold` (5 KiB) are expected: the driver logs the server's
       warning on the `cassandra.protocol` logger when an application enables logging.  Upserts
-      read a node's old links first, so two processes writing the same node at the same
-      time may leave a stale tag row (`check` reports it).
+      read where a node's old rows are first, so two processes writing the same node at the
+      same time may leave a stale tag row (`check` reports it).
+    - Only hot tags' rows are vector-indexed (`layout`); `layout` (a `TagLayout`) sets when
+      a tag turns hot and how many rows a bucket takes (tests make both small).
+    - A store made before hot tags existed is upgraded when opened: two columns added, the
+      hot tables created, no row rewritten (a role that may not ALTER gets a one-line error).
     - At most `max_in_flight` requests are outstanding at once across all event loops and
       threads; `peak_in_flight` records the most seen.
     - `stats` and `check` scan whole tables: fine for tests and the CLI, not for huge stores.
@@ -114,6 +108,7 @@ class CassandraStorage(Storage):
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_RETRIES,
+        layout: TagLayout | None = None,
     ) -> None:
         vector_codec.install()
         self.keyspace = identifier("keyspace", keyspace)
@@ -121,17 +116,21 @@ class CassandraStorage(Storage):
         self.session = session
         self.timeout = timeout
         self._cluster: Any = None
-        self._large_tags: set[TagKey] = set()
-        """Tags seen holding more rows than a `search_tag` page: queried by ANN directly."""
         self._schema_ready = False
         names = {
-            "nodes": f'"{self.keyspace}"."{self.table}_nodes"',
-            "tags": f'"{self.keyspace}"."{self.table}_tags"',
-            "table": self.table,
+            part: f'"{self.keyspace}"."{self.table}_{part}"'
+            for part in ("nodes", "tags", "hot", "hot_tags")
         }
         self._requests = Requests(
-            session, names, max_in_flight=max_in_flight, timeout=timeout, max_retries=max_retries
+            session,
+            names | {"table": self.table},
+            max_in_flight=max_in_flight,
+            timeout=timeout,
+            max_retries=max_retries,
         )
+        self._hot = HotTags(self._requests, layout or TagLayout())
+        self._writer = Writer(self._requests, self._hot)
+        self._reader = TagReader(self._requests, self._hot)
         try:
             if not self._requests.execute_now(SELECT_KEYSPACE, (self.keyspace,)):
                 raise StoreOpenError(
@@ -143,6 +142,8 @@ class CassandraStorage(Storage):
             raise
         except Exception as error:
             raise StoreOpenError(f"cannot read the Cassandra schema: {one_line(error)}") from error
+        if self._dimension is not None:
+            self._upgrade()
 
     @classmethod
     def connect(
@@ -248,8 +249,15 @@ class CassandraStorage(Storage):
             )
         return int(match.group(1))
 
+    def _run_ddl(self, statements: Sequence[str], dimension: int) -> None:
+        size = int(dimension)  # an int: nothing else but validated names reaches the DDL
+        for statement in statements:
+            self.session.execute(
+                statement.format(**self._requests.names, dimension=size), timeout=DDL_TIMEOUT
+            )
+
     def _create_schema(self, dimension: int) -> None:
-        """Create whatever tables and indexes are missing (IF NOT EXISTS: safe to repeat).
+        """Create whatever tables, columns and indexes are missing (safe to repeat).
 
         Run at the first write of each storage object, so an earlier interrupted creation
         is completed; the dimension of an existing node table wins over `dimension`.
@@ -257,13 +265,26 @@ class CassandraStorage(Storage):
         with self._requests.lock:
             if self._schema_ready:
                 return
-            size = int(self._dimension or dimension)  # an int: nothing else reaches the DDL
-            for statement in SCHEMA:
-                self.session.execute(
-                    statement.format(**self._requests.names, dimension=size), timeout=DDL_TIMEOUT
-                )
+            self._run_ddl([*SCHEMA, *UPGRADE], self._dimension or dimension)
             self._dimension = self._read_dimension()
             self._schema_ready = True
+
+    def _upgrade(self) -> None:
+        """Bring a store made before hot tags to the current layout (see the class docstring);
+        the directory table, created last, marks a store as current."""
+        directory = f"{self.table}_hot_tags"
+        if self._requests.execute_now(SELECT_TABLE, (self.keyspace, directory)):
+            return
+        try:
+            with self._requests.lock:
+                self._run_ddl(UPGRADE, self._dimension or 0)
+        except Exception as error:
+            raise StoreOpenError(
+                f"the Cassandra store {self.keyspace}.{self.table} was made by an older "
+                "graphstore and could not be upgraded to hot-tag buckets "
+                f"({one_line(error)}); open it once with a role that may ALTER and CREATE "
+                f"tables in keyspace {self.keyspace}"
+            ) from error
 
     # -- Storage ---------------------------------------------------------------------------
 
@@ -287,58 +308,14 @@ class CassandraStorage(Storage):
                     f"embedding of node {stored.node.id!r} has dimension "
                     f"{stored.embedding.size}; the store holds {self._dimension}"
                 )
-        await asyncio.gather(*(self._write(stored) for stored in latest.values()))
-
-    async def _write(self, stored: StoredNode) -> None:
-        """One node: read its old links, then one atomic batch."""
-        node = stored.node
-        old = await self._requests.run(SELECT_LINKS, (node.id,))
-        stale = incoming_tags(decode_links(old[0][0])) if old else frozenset()
-        current = incoming_tags(node.links)
-        vector = stored.embedding.astype(np.float32)
-        outgoing = sorted(outgoing_tags(node.links))
-        terms = sorted(filter_terms(node.metadata))
-        delete_tag = await self._requests.prepared(DELETE_TAG)
-        insert_tag = await self._requests.prepared(INSERT_TAG)
-        insert_node = await self._requests.prepared(INSERT_NODE)
-        batch = BatchStatement(batch_type=BatchType.LOGGED)
-        batch.is_idempotent = True
-        for kind, tag in sorted(stale - current):
-            batch.add(delete_tag, (kind, tag, node.id))
-        for kind, tag in sorted(current):
-            batch.add(insert_tag, (kind, tag, node.id, vector, outgoing, terms))
-        metadata = json.dumps(node.metadata, ensure_ascii=False)
-        links = encode_links(node.links)
-        batch.add(insert_node, (node.id, node.text, metadata, links, vector, outgoing, terms))
-        try:
-            await self._requests.execute(batch)
-        except StorageError as error:
-            if "too large" not in str(error).lower():
-                raise
-            raise StorageError(
-                f"node {node.id!r} with {len(current)} incoming tags is too large for one "
-                "batch; raise batch_size_fail_threshold in cassandra.yaml"
-            ) from error
+        await self._writer.upsert(list(latest.values()))
 
     async def delete(self, ids: Sequence[str]) -> int:
         if self._dimension is None:
             return 0
-        found = await asyncio.gather(*(self._delete(node_id) for node_id in dict.fromkeys(ids)))
+        unique = dict.fromkeys(ids)
+        found = await asyncio.gather(*(self._writer.delete(node_id) for node_id in unique))
         return sum(found)
-
-    async def _delete(self, node_id: str) -> bool:
-        """One node: read its links, then one atomic batch removing it and its tag rows."""
-        rows = await self._requests.run(SELECT_LINKS, (node_id,))
-        if not rows:
-            return False
-        delete_tag = await self._requests.prepared(DELETE_TAG)
-        batch = BatchStatement(batch_type=BatchType.LOGGED)
-        batch.is_idempotent = True
-        for kind, tag in sorted(incoming_tags(decode_links(rows[0][0]))):
-            batch.add(delete_tag, (kind, tag, node_id))
-        batch.add(await self._requests.prepared(DELETE_NODE), (node_id,))
-        await self._requests.execute(batch)
-        return True
 
     async def get(self, ids: Sequence[str]) -> list[StoredNode]:
         if self._dimension is None or not ids:
@@ -376,48 +353,58 @@ class CassandraStorage(Storage):
     async def search_tag(
         self, tag: TagKey, vector: Vector, k: int, filter_terms: frozenset[str]
     ) -> list[TagHit]:
+        [hits], _ = await self.search_tags_with_sizes([tag], vector, k, filter_terms)
+        return hits
+
+    async def search_tags(
+        self,
+        tags: Sequence[TagKey],
+        vector: Vector,
+        k: int,
+        filter_terms: frozenset[str],
+        concurrency: int = 16,
+    ) -> list[list[TagHit]]:
+        hits, _ = await self.search_tags_with_sizes(tags, vector, k, filter_terms, concurrency)
+        return hits
+
+    async def search_tags_with_sizes(
+        self,
+        tags: Sequence[TagKey],
+        vector: Vector,
+        k: int,
+        filter_terms: frozenset[str],
+        concurrency: int = 16,
+    ) -> tuple[list[list[TagHit]], dict[TagKey, int]]:
+        """One wave for all `tags` (`tag_reads`): small parts by `IN` per kind, buckets by
+        ANN; the bound on requests is `max_in_flight`, not `concurrency`."""
         if self._dimension is None or k <= 0:
-            return []
-        query = vector.astype(np.float32)
-        terms = sorted(filter_terms)
-        kind, name = tag
-        if not terms and tag not in self._large_tags:
-            # A small partition read whole and ranked here costs the node far less than an
-            # ANN query; most tags (a title, a name) hold a few rows.
-            rows = await self._requests.run(READ_TAG, (kind, name, k + 1))
-            if len(rows) <= k:
-                return ranked(rows, query)
-            if len(self._large_tags) < LARGE_TAGS_REMEMBERED:
-                self._large_tags.add(tag)
-        rows = await self._requests.run(
-            SEARCH_TAG, (query, kind, name, *terms, query, k), len(terms)
-        )
-        return tag_hits(rows)
+            return [[] for _ in tags], {}
+        return await self._reader.search(tags, vector.astype(np.float32), k, filter_terms)
 
     async def tag_sizes(
         self, tags: Sequence[TagKey], filter_terms: frozenset[str] = frozenset()
     ) -> dict[TagKey, int]:
-        """One count per tag partition (with the filter's CONTAINS terms), concurrently."""
+        """Each small part read (keys only), plus each hot tag's directory count (or, with a
+        filter, a count per bucket), concurrently."""
         if self._dimension is None:
             return dict.fromkeys(tags, 0)
-        terms = sorted(filter_terms)
-        pages = await asyncio.gather(
-            *(self._requests.run(COUNT_TAG, (*tag, *terms), len(terms)) for tag in tags)
-        )
-        return {tag: int(rows[0][0]) for tag, rows in zip(tags, pages, strict=True)}
+        return await self._reader.sizes(tags, filter_terms)
 
     async def stats(self, top_tags: int = 20) -> StoreStats:
         """Counts by full scans of both tables (see the class docstring)."""
         if self._dimension is None:
             return StoreStats(nodes=0, tag_rows=0, tags=0, dimension=None)
-        nodes, tag_keys = await asyncio.gather(
-            self._requests.run(SCAN_NODES, ()), self._requests.run(SCAN_TAG_KEYS, ())
+        nodes, small, hot = await asyncio.gather(
+            self._requests.run(SCAN_NODE_IDS, ()),
+            self._requests.run(SCAN_TAG_KEYS, ()),
+            self._requests.run(SCAN_HOT_KEYS, ()),
         )
-        counts = Counter((kind, tag) for kind, tag in tag_keys)
+        counts = Counter((kind, tag) for kind, tag, node_id in small if node_id is not None)
+        counts.update((kind, tag) for kind, tag in hot)
         frequent = sorted(counts, key=lambda key: (-counts[key], key))[:top_tags]
         return StoreStats(
             nodes=len(nodes),
-            tag_rows=len(tag_keys),
+            tag_rows=counts.total(),
             tags=len(counts),
             dimension=self._dimension,
             tag_frequencies={key: counts[key] for key in frequent},
@@ -434,40 +421,20 @@ class CassandraStorage(Storage):
         return [row[0] for row in await self._requests.run(SCAN_NODE_IDS, ())]
 
     async def check(self) -> list[str]:
-        """Compare both tables in full: tag rows per node, and their denormalized columns."""
+        """Scan every table and compare (`consistency.layout_problems`)."""
         if self._dimension is None:
             return []
-        node_rows, tag_rows = await asyncio.gather(
-            self._requests.run(SCAN_NODES, ()), self._requests.run(SCAN_TAGS, ())
+        nodes, small, hot, directory = await asyncio.gather(
+            self._requests.run(SCAN_NODES, ()),
+            self._requests.run(SCAN_TAGS, ()),
+            self._requests.run(SCAN_HOT, ()),
+            self._requests.run(READ_HOT_TAGS, ()),
         )
-        nodes = {
-            node_id: (incoming_tags(decode_links(links)), tag_set(outgoing), frozenset(terms or ()))
-            for node_id, links, outgoing, terms in node_rows
-        }
-        problems: list[str] = []
-        rows: dict[str, set[TagKey]] = {}
-        for kind, tag, node_id, outgoing, terms in tag_rows:
-            if node_id not in nodes:
-                problems.append(f"tag row ({kind!r}, {tag!r}) points at missing node {node_id!r}")
-                continue
-            rows.setdefault(node_id, set()).add((kind, tag))
-            _, node_outgoing, node_terms = nodes[node_id]
-            if tag_set(outgoing) != node_outgoing or frozenset(terms or ()) != node_terms:
-                problems.append(
-                    f"tag row ({kind!r}, {tag!r}) of node {node_id!r} carries stale "
-                    "outgoing tags or filter terms"
-                )
-        for node_id, (expected, _, _) in nodes.items():
-            actual = rows.get(node_id, set())
-            if expected != actual:
-                problems.append(
-                    f"node {node_id!r} has tag rows {sorted(actual)} "
-                    f"but incoming links {sorted(expected)}"
-                )
-        return problems
+        counts = {(kind, tag): int(rows) for kind, tag, rows in directory}
+        return layout_problems(nodes, small, hot, counts)
 
     async def drop(self) -> None:
-        """Drop both tables with their indexes: every node is gone and the dimension unset.
+        """Drop every table with its indexes: every node is gone and the dimension unset.
 
         Not part of `Storage`: for tests and resets, since each table and SAI index costs the
         server heap whether or not it holds data.
@@ -475,9 +442,11 @@ class CassandraStorage(Storage):
 
         def drop_tables() -> None:
             with self._requests.lock:
-                for table in (self._requests.names["nodes"], self._requests.names["tags"]):
+                for part in ("nodes", "tags", "hot", "hot_tags"):
+                    table = self._requests.names[part]
                     self.session.execute(f"DROP TABLE IF EXISTS {table}", timeout=DDL_TIMEOUT)
                 self._requests.forget()
+                self._hot.forget()
                 self._dimension = None
                 self._schema_ready = False
 

@@ -1,0 +1,149 @@
+"""The write path: each node in one logged batch, its tag rows placed by `layout`.
+
+Per `upsert` call: one concurrent wave of reads (each node's previous placement, and the
+bucket counts of the hot tags being written), one logged batch per node (its node row, its
+tag rows where `plan_rows` puts them, deletes of rows it no longer has or that move), then
+the hot-tag upkeep (`HotTags.after_writes`) for the nodes that were written.  Small tags
+carry no vector index, so a tag row costs a plain write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from cassandra.query import BatchStatement, BatchType
+
+from graphstore.cassandra.hot_tags import HotTags
+from graphstore.cassandra.layout import SMALL, RowPlan, placements, plan_rows
+from graphstore.cassandra.queries import (
+    DELETE_HOT,
+    DELETE_NODE,
+    DELETE_TAG,
+    INSERT_HOT,
+    INSERT_NODE,
+    INSERT_TAG,
+    SELECT_PLACEMENT,
+)
+from graphstore.cassandra.rows import tag_map
+from graphstore.cassandra.session import Requests
+from graphstore.errors import StorageError
+from graphstore.links import TagKey, decode_links, encode_links, incoming_tags, outgoing_tags
+from graphstore.metadata import filter_terms
+from graphstore.nodes import StoredNode
+
+
+class Writer:
+    """Upserts and deletes nodes with their tag rows (see the module docstring)."""
+
+    def __init__(self, requests: Requests, hot: HotTags) -> None:
+        self._requests = requests
+        self._hot = hot
+
+    async def _placement(self, node_id: str) -> dict[TagKey, int] | None:
+        """Where the stored version's tag rows are, or None when the node is new."""
+        rows = await self._requests.run(SELECT_PLACEMENT, (node_id,))
+        if not rows:
+            return None
+        links, tag_buckets = rows[0]
+        return placements(incoming_tags(decode_links(links)), tag_map(tag_buckets))
+
+    async def upsert(self, nodes: Sequence[StoredNode]) -> None:
+        """Write `nodes` (distinct ids); raise the first failure after counting the rest."""
+        wanted = {tag for stored in nodes for tag in incoming_tags(stored.node.links)}
+        old, buckets = await asyncio.gather(
+            asyncio.gather(*(self._placement(stored.node.id) for stored in nodes)),
+            self._hot.prepare_writes(wanted),
+        )
+        plans = [
+            plan_rows(
+                stored.node.id,
+                incoming_tags(stored.node.links),
+                previous or {},
+                buckets,
+                self._hot.layout,
+            )
+            for stored, previous in zip(nodes, old, strict=True)
+        ]
+        results = await asyncio.gather(
+            *(self._write(stored, plan) for stored, plan in zip(nodes, plans, strict=True)),
+            return_exceptions=True,
+        )
+        written = [plan for plan, result in zip(plans, results, strict=True) if result is None]
+        await self._hot.after_writes(
+            hot_rows_of(written), (tag for plan in written for tag in plan.checked)
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def _write(self, stored: StoredNode, plan: RowPlan) -> None:
+        node = stored.node
+        vector = stored.embedding.astype(np.float32)
+        outgoing = sorted(outgoing_tags(node.links))
+        terms = sorted(filter_terms(node.metadata))
+        batch = _logged_batch()
+        for tag, place in sorted(plan.removed.items()):
+            batch.add(*await self._delete_row(tag, place, node.id))
+        insert_tag = await self._requests.prepared(INSERT_TAG)
+        insert_hot = await self._requests.prepared(INSERT_HOT)
+        for (kind, name), place in sorted(plan.rows.items()):
+            if place == SMALL:
+                batch.add(insert_tag, (kind, name, node.id, vector, outgoing, terms))
+            else:
+                batch.add(insert_hot, (kind, name, place, node.id, vector, outgoing, terms))
+        hot = {tag: place for tag, place in plan.rows.items() if place != SMALL}
+        metadata = json.dumps(node.metadata, ensure_ascii=False)
+        batch.add(
+            await self._requests.prepared(INSERT_NODE),
+            (node.id, node.text, metadata, encode_links(node.links), vector, outgoing, terms, hot),
+        )
+        try:
+            await self._requests.execute(batch)
+        except StorageError as error:
+            if "too large" not in str(error).lower():
+                raise
+            raise StorageError(
+                f"node {node.id!r} with {len(plan.rows)} incoming tags is too large for one "
+                "batch; raise batch_size_fail_threshold in cassandra.yaml"
+            ) from error
+
+    async def delete(self, node_id: str) -> bool:
+        """Remove one node and its tag rows in one logged batch; False if it was not stored."""
+        placed = await self._placement(node_id)
+        if placed is None:
+            return False
+        batch = _logged_batch()
+        for tag, place in sorted(placed.items()):
+            batch.add(*await self._delete_row(tag, place, node_id))
+        batch.add(await self._requests.prepared(DELETE_NODE), (node_id,))
+        await self._requests.execute(batch)
+        removed = {tag: -1 for tag, place in placed.items() if place != SMALL}
+        await self._hot.after_writes(removed, ())
+        return True
+
+    async def _delete_row(
+        self, tag: TagKey, place: int, node_id: str
+    ) -> tuple[Any, tuple[Any, ...]]:
+        if place == SMALL:
+            return await self._requests.prepared(DELETE_TAG), (*tag, node_id)
+        return await self._requests.prepared(DELETE_HOT), (*tag, place, node_id)
+
+
+def _logged_batch() -> BatchStatement:
+    """A batch applied whole or not at all, safe to retry (client timestamps)."""
+    batch = BatchStatement(batch_type=BatchType.LOGGED)
+    batch.is_idempotent = True
+    return batch
+
+
+def hot_rows_of(plans: Sequence[RowPlan]) -> Mapping[TagKey, int]:
+    """The net change in hot rows per tag over several plans."""
+    total: Counter[TagKey] = Counter()
+    for plan in plans:
+        total.update(plan.hot_rows)
+    return total
