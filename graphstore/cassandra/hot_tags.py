@@ -35,9 +35,6 @@ from graphstore.cassandra.queries import (
 from graphstore.cassandra.session import Requests
 from graphstore.links import TagKey
 
-REFRESH_SECONDS = 10.0
-"""How often a writing process reloads the directory: for that long it may go on writing
-rows of a tag that another process made hot to the tag's small part."""
 MAX_REMEMBERED = 100_000
 """Bucket counts remembered before the memory is cleared (and refilled by later reads)."""
 
@@ -78,11 +75,11 @@ class HotTags:
     async def prepare_writes(self, tags: Iterable[TagKey]) -> Mapping[TagKey, int]:
         """The bucket count to place each of `tags` by (0: the small part).
 
-        Reloads the directory when older than `REFRESH_SECONDS`, then reads the bucket count
+        Reloads the directory when older than `layout.refresh_seconds`, then reads the bucket count
         of the directory's tags among `tags` that it does not know yet.
         """
         now = time.monotonic()
-        if now - self._loaded_at > REFRESH_SECONDS:
+        if now - self._loaded_at > self.layout.refresh_seconds:
             rows = await self._requests.run(READ_HOT_TAGS, ())
             self._hot_rows = {(kind, tag): int(count) for kind, tag, count in rows}
             self._buckets.clear()  # learn the growth other processes made

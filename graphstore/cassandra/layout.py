@@ -40,12 +40,17 @@ class TagLayout:
     check_every: int = 16
     """One written small row in this many (chosen by hash, so every process agrees) checks
     whether its tag reached `hot_threshold`: the small part overshoots it by about this many."""
+    refresh_seconds: float = 10.0
+    """How often a writing process reloads the directory of hot tags: for that long it may go
+    on writing rows of a tag another process made hot to the tag's small part."""
 
     def __post_init__(self) -> None:
         for name in ("hot_threshold", "bucket_rows", "check_every"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+        if not self.refresh_seconds >= 0:
+            raise InvalidInputError(f"refresh_seconds must be >= 0, got {self.refresh_seconds!r}")
 
     def buckets_for(self, hot_rows: int) -> int:
         """How many buckets a tag with `hot_rows` rows in its hot part should have."""
