@@ -53,6 +53,8 @@ class HotTags:
         self._buckets: dict[TagKey, int] = {}
         self._hot_rows: dict[TagKey, int] = {}
         """The directory as last loaded, plus this process's own increments since."""
+        self._small_rows: dict[TagKey, int] = {}
+        """Rows this process wrote to each small tag (`wrote_small`)."""
         self._loaded_at = -math.inf
 
     def buckets(self, tag: TagKey) -> int:
@@ -66,10 +68,21 @@ class HotTags:
                 self._buckets.clear()
             self._buckets[tag] = buckets
 
+    def wrote_small(self, tag: TagKey, rows: int) -> bool:
+        """Count `rows` written to `tag`'s small part by this process; True when the count
+        passes a multiple of `hot_threshold` (time to check the tag's size)."""
+        if len(self._small_rows) >= MAX_REMEMBERED and tag not in self._small_rows:
+            self._small_rows.clear()
+        before = self._small_rows.get(tag, 0)
+        self._small_rows[tag] = before + rows
+        threshold = self.layout.hot_threshold
+        return (before + rows) // threshold > before // threshold
+
     def forget(self) -> None:
         """Forget everything (after the tables were dropped)."""
         self._buckets.clear()
         self._hot_rows.clear()
+        self._small_rows.clear()
         self._loaded_at = -math.inf
 
     async def prepare_writes(self, tags: Iterable[TagKey]) -> Mapping[TagKey, int]:
@@ -91,14 +104,21 @@ class HotTags:
             self.learn(tag, bucket_count(rows[0][0] if rows else None))
         return {tag: self.buckets(tag) for tag in wanted}
 
-    async def after_writes(self, hot_rows: Mapping[TagKey, int], checked: Iterable[TagKey]) -> None:
-        """Count the hot rows written (+) and removed (-), then turn hot the `checked` small
-        tags that reached `hot_threshold` and give more buckets to hot tags that outgrew B."""
+    async def check_sizes(self, writing: Mapping[TagKey, set[str]]) -> None:
+        """Turn hot the tags (small when placed) whose small part, with the rows `writing`
+        puts there (node ids per tag), reaches `hot_threshold`.  Run beside those writes:
+        rows of other writers landing meanwhile only let the small part overshoot a little."""
+        await asyncio.gather(
+            *(self._promote_if_large(tag, ids) for tag, ids in sorted(writing.items()))
+        )
+
+    async def count_hot_rows(self, hot_rows: Mapping[TagKey, int]) -> None:
+        """Count the hot rows written (+) and removed (-) in the directory, then give more
+        buckets to the tags that outgrew theirs."""
         changed = {tag: delta for tag, delta in hot_rows.items() if delta}
         await asyncio.gather(*(self._count(tag, delta) for tag, delta in changed.items()))
         await asyncio.gather(
-            *(self._promote_if_large(tag) for tag in sorted(set(checked))),
-            *(self._grow_if_full(tag) for tag, delta in changed.items() if delta > 0),
+            *(self._grow_if_full(tag) for tag, delta in changed.items() if delta > 0)
         )
 
     async def _count(self, tag: TagKey, delta: int) -> None:
@@ -109,13 +129,14 @@ class HotTags:
         if tag in self._hot_rows:
             self._hot_rows[tag] += delta
 
-    async def _promote_if_large(self, tag: TagKey) -> None:
+    async def _promote_if_large(self, tag: TagKey, writing: set[str]) -> None:
         rows: list[Any] = await self._requests.run(READ_TAG_KEYS, tag)
         buckets = bucket_count(rows[0][1] if rows else None)
         if buckets:  # another process made it hot already
             self.learn(tag, buckets)
             return
-        if sum(1 for row in rows if row[2] is not None) < self.layout.hot_threshold:
+        stored = {row[2] for row in rows if row[2] is not None}
+        if len(stored | writing) < self.layout.hot_threshold:
             return
         # Buckets first: readers query them from now on.  The directory entry second: until
         # it exists, other writers keep to the small part and a later check repeats this.

@@ -37,9 +37,12 @@ class TagLayout:
     """Rows in a tag's small part at which the tag turns hot."""
     bucket_rows: int = 20_000
     """Hot rows per bucket before the tag gets more buckets."""
-    check_every: int = 16
-    """One written small row in this many (chosen by hash, so every process agrees) checks
-    whether its tag reached `hot_threshold`: the small part overshoots it by about this many."""
+    check_every: int = 64
+    """How a writer learns that a small tag reached `hot_threshold`, without reading its
+    size at every write (reading a small part costs as much as writing a row): it checks
+    when the rows it wrote to the tag itself reach a multiple of `hot_threshold`, and at one
+    written row in `check_every` (chosen by hash, so every process agrees), which bounds the
+    overshoot to about that many rows when many processes share a tag."""
     refresh_seconds: float = 10.0
     """How often a writing process reloads the directory of hot tags: for that long it may go
     on writing rows of a tag another process made hot to the tag's small part."""

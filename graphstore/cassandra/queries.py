@@ -6,7 +6,7 @@ value is bound.
 """
 
 # Nodes
-SELECT_PLACEMENT = "SELECT links, tag_buckets FROM {nodes} WHERE node_id = ?"
+SELECT_PLACEMENTS = "SELECT node_id, links, tag_buckets FROM {nodes} WHERE node_id IN ?"
 SELECT_NODE = "SELECT node_id, text, metadata, links, embedding FROM {nodes} WHERE node_id = ?"
 INSERT_NODE = (
     "INSERT INTO {nodes} (node_id, text, metadata, links, embedding, outgoing, filter_terms, "

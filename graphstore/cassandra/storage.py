@@ -313,9 +313,7 @@ class CassandraStorage(Storage):
     async def delete(self, ids: Sequence[str]) -> int:
         if self._dimension is None:
             return 0
-        unique = dict.fromkeys(ids)
-        found = await asyncio.gather(*(self._writer.delete(node_id) for node_id in unique))
-        return sum(found)
+        return await self._writer.delete(list(dict.fromkeys(ids)))
 
     async def get(self, ids: Sequence[str]) -> list[StoredNode]:
         if self._dimension is None or not ids:

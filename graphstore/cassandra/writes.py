@@ -1,10 +1,12 @@
 """The write path: each node in one logged batch, its tag rows placed by `layout`.
 
-Per `upsert` call: one concurrent wave of reads (each node's previous placement, and the
-bucket counts of the hot tags being written), one logged batch per node (its node row, its
-tag rows where `plan_rows` puts them, deletes of rows it no longer has or that move), then
-the hot-tag upkeep (`HotTags.after_writes`) for the nodes that were written.  Small tags
-carry no vector index, so a tag row costs a plain write.
+Per `upsert` call: one wave of reads (where the nodes' previous rows are, by `IN`, and the
+bucket counts of the hot tags being written); one wave of logged batches, one per node (its
+node row, its tag rows where `plan_rows` puts them, deletes of rows it no longer has or that
+move), beside the size checks of small tags due for one; then, only when hot rows were
+written or removed, the directory's counts (`HotTags.count_hot_rows`).  Small tags carry no
+vector index, so a tag row costs a plain write; a request costs the client more than a row,
+so reads are grouped.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from graphstore.cassandra.queries import (
     INSERT_HOT,
     INSERT_NODE,
     INSERT_TAG,
-    SELECT_PLACEMENT,
+    SELECT_PLACEMENTS,
 )
 from graphstore.cassandra.rows import tag_map
 from graphstore.cassandra.session import Requests
@@ -35,6 +37,9 @@ from graphstore.errors import StorageError
 from graphstore.links import TagKey, decode_links, encode_links, incoming_tags, outgoing_tags
 from graphstore.metadata import filter_terms
 from graphstore.nodes import StoredNode
+
+PLACEMENTS_READ = 100
+"""Node ids per `IN` read of placements (an upsert call writes 64 by default)."""
 
 
 class Writer:
@@ -44,19 +49,27 @@ class Writer:
         self._requests = requests
         self._hot = hot
 
-    async def _placement(self, node_id: str) -> dict[TagKey, int] | None:
-        """Where the stored version's tag rows are, or None when the node is new."""
-        rows = await self._requests.run(SELECT_PLACEMENT, (node_id,))
-        if not rows:
-            return None
-        links, tag_buckets = rows[0]
-        return placements(incoming_tags(decode_links(links)), tag_map(tag_buckets))
+    async def _placements(self, node_ids: Sequence[str]) -> list[dict[TagKey, int] | None]:
+        """Where each stored node's tag rows are (None for a node not stored): one `IN`
+        read per `PLACEMENTS_READ` ids, since a request costs more than a row here."""
+        chunks = [
+            node_ids[i : i + PLACEMENTS_READ] for i in range(0, len(node_ids), PLACEMENTS_READ)
+        ]
+        pages = await asyncio.gather(
+            *(self._requests.run(SELECT_PLACEMENTS, (list(chunk),)) for chunk in chunks)
+        )
+        found = {
+            node_id: placements(incoming_tags(decode_links(links)), tag_map(tag_buckets))
+            for rows in pages
+            for node_id, links, tag_buckets in rows
+        }
+        return [found.get(node_id) for node_id in node_ids]
 
     async def upsert(self, nodes: Sequence[StoredNode]) -> None:
         """Write `nodes` (distinct ids); raise the first failure after counting the rest."""
         wanted = {tag for stored in nodes for tag in incoming_tags(stored.node.links)}
         old, buckets = await asyncio.gather(
-            asyncio.gather(*(self._placement(stored.node.id) for stored in nodes)),
+            self._placements([stored.node.id for stored in nodes]),
             self._hot.prepare_writes(wanted),
         )
         plans = [
@@ -69,14 +82,15 @@ class Writer:
             )
             for stored, previous in zip(nodes, old, strict=True)
         ]
-        results = await asyncio.gather(
-            *(self._write(stored, plan) for stored, plan in zip(nodes, plans, strict=True)),
-            return_exceptions=True,
+        results, _ = await asyncio.gather(
+            asyncio.gather(
+                *(self._write(stored, plan) for stored, plan in zip(nodes, plans, strict=True)),
+                return_exceptions=True,
+            ),
+            self._hot.check_sizes(checked_tags(nodes, plans, self._hot)),
         )
         written = [plan for plan, result in zip(plans, results, strict=True) if result is None]
-        await self._hot.after_writes(
-            hot_rows_of(written), (tag for plan in written for tag in plan.checked)
-        )
+        await self._hot.count_hot_rows(hot_rows_of(written))
         for result in results:
             if isinstance(result, BaseException):
                 raise result
@@ -112,19 +126,24 @@ class Writer:
                 "batch; raise batch_size_fail_threshold in cassandra.yaml"
             ) from error
 
-    async def delete(self, node_id: str) -> bool:
-        """Remove one node and its tag rows in one logged batch; False if it was not stored."""
-        placed = await self._placement(node_id)
-        if placed is None:
-            return False
+    async def delete(self, node_ids: Sequence[str]) -> int:
+        """Remove nodes (distinct ids), each with its tag rows in one logged batch; return
+        how many were stored."""
+        placed = dict(zip(node_ids, await self._placements(node_ids), strict=True))
+        stored = {node_id: rows for node_id, rows in placed.items() if rows is not None}
+        await asyncio.gather(*(self._delete(node_id, rows) for node_id, rows in stored.items()))
+        hot_rows: Counter[TagKey] = Counter()
+        for rows in stored.values():
+            hot_rows.update(tag for tag, place in rows.items() if place != SMALL)
+        await self._hot.count_hot_rows({tag: -count for tag, count in hot_rows.items()})
+        return len(stored)
+
+    async def _delete(self, node_id: str, placed: Mapping[TagKey, int]) -> None:
         batch = _logged_batch()
         for tag, place in sorted(placed.items()):
             batch.add(*await self._delete_row(tag, place, node_id))
         batch.add(await self._requests.prepared(DELETE_NODE), (node_id,))
         await self._requests.execute(batch)
-        removed = {tag: -1 for tag, place in placed.items() if place != SMALL}
-        await self._hot.after_writes(removed, ())
-        return True
 
     async def _delete_row(
         self, tag: TagKey, place: int, node_id: str
@@ -139,6 +158,22 @@ def _logged_batch() -> BatchStatement:
     batch = BatchStatement(batch_type=BatchType.LOGGED)
     batch.is_idempotent = True
     return batch
+
+
+def checked_tags(
+    nodes: Sequence[StoredNode], plans: Sequence[RowPlan], hot: HotTags
+) -> dict[TagKey, set[str]]:
+    """The small tags these writes check (`TagLayout.check_every`), each with the nodes the
+    writes put there."""
+    writing: dict[TagKey, set[str]] = {}
+    for stored, plan in zip(nodes, plans, strict=True):
+        for tag, place in plan.rows.items():
+            if place == SMALL:
+                writing.setdefault(tag, set()).add(stored.node.id)
+    sampled = {tag for plan in plans for tag in plan.checked}
+    return {
+        tag: ids for tag, ids in writing.items() if hot.wrote_small(tag, len(ids)) or tag in sampled
+    }
 
 
 def hot_rows_of(plans: Sequence[RowPlan]) -> Mapping[TagKey, int]:
