@@ -7,7 +7,7 @@ value is bound.
 
 # Nodes
 SELECT_PLACEMENTS = "SELECT node_id, links, tag_buckets FROM {nodes} WHERE node_id IN ?"
-SELECT_NODE = "SELECT node_id, text, metadata, links, embedding FROM {nodes} WHERE node_id = ?"
+SELECT_NODES = "SELECT node_id, text, metadata, links, embedding FROM {nodes} WHERE node_id IN ?"
 INSERT_NODE = (
     "INSERT INTO {nodes} (node_id, text, metadata, links, embedding, outgoing, filter_terms, "
     "tag_buckets) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
@@ -28,13 +28,13 @@ INSERT_TAG = (
     "VALUES (?, ?, ?, ?, ?, ?)"
 )
 DELETE_TAG = "DELETE FROM {tags} WHERE kind = ? AND tag = ? AND node_id = ?"
-READ_TAG = (
-    "SELECT tag, buckets, node_id, embedding, outgoing, filter_terms FROM {tags} "
-    "WHERE kind = ? AND tag = ?"
-)
 READ_TAGS = (
-    "SELECT tag, buckets, node_id, embedding, outgoing, filter_terms FROM {tags} "
-    "WHERE kind = ? AND tag IN ?"
+    "SELECT kind, tag, buckets, node_id, embedding, outgoing FROM {tags} "
+    "WHERE kind IN ? AND tag IN ?"
+)
+READ_TAGS_FILTERED = (
+    "SELECT kind, tag, buckets, node_id, embedding, outgoing, filter_terms FROM {tags} "
+    "WHERE kind IN ? AND tag IN ?"
 )
 READ_TAG_KEYS = "SELECT tag, buckets, node_id, filter_terms FROM {tags} WHERE kind = ? AND tag = ?"
 READ_BUCKETS = "SELECT buckets FROM {tags} WHERE kind = ? AND tag = ? LIMIT 1"

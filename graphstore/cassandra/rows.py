@@ -27,21 +27,31 @@ def tag_hits(rows: Sequence[Any]) -> list[TagHit]:
     return sorted(hits, key=lambda hit: -hit.similarity)
 
 
-def ranked(rows: Sequence[Any], query: Vector) -> list[TagHit]:
-    """Rows of (node_id, embedding, outgoing) ranked by exact cosine to `query`."""
+def ranked(rows: Sequence[Any], query: Vector, k: int) -> list[TagHit]:
+    """The `k` rows of (node_id, embedding, outgoing) nearest to `query` by exact cosine
+    (ties by id); only those are turned into hits."""
     if not rows:
         return []
-    embeddings = [as_vector(embedding) for _, embedding, _ in rows]
-    scores = np.stack(embeddings) @ query
-    hits = [
-        TagHit(node_id, embedding, tag_set(outgoing), float(score))
-        for (node_id, _, outgoing), embedding, score in zip(rows, embeddings, scores, strict=True)
-    ]
-    return sorted(hits, key=lambda hit: (-hit.similarity, hit.id))
+    embeddings = np.stack([as_vector(embedding) for _, embedding, _ in rows])
+    scores = embeddings @ query
+    best = sorted(range(len(rows)), key=lambda i: (-scores[i], rows[i][0]))[:k]
+    return [TagHit(rows[i][0], embeddings[i], tag_set(rows[i][2]), float(scores[i])) for i in best]
 
 
-def as_vector(value: Sequence[float]) -> Vector:
-    """A vector column as float32."""
+LITTLE_ENDIAN_FLOAT = np.dtype("<f4")
+
+
+def embedding_bytes(vector: Vector) -> bytes:
+    """A small part's `embedding blob`: float32, little-endian.  A small part has no vector
+    index, so its column need not be a vector; the driver decodes a vector one Python float
+    at a time (~30 µs a row even with `vector_codec`), bytes for nothing."""
+    return vector.astype(LITTLE_ENDIAN_FLOAT).tobytes()
+
+
+def as_vector(value: bytes | Sequence[float]) -> Vector:
+    """An embedding column as float32: a small part's bytes, or a vector column's floats."""
+    if isinstance(value, bytes):
+        return np.frombuffer(value, dtype=LITTLE_ENDIAN_FLOAT).astype(np.float32)
     return np.asarray(value, dtype=np.float32)
 
 

@@ -28,9 +28,9 @@ SELECT_TABLE = (
 
 SCHEMA = [
     # The node table last: a node table is what marks the store as existing.
-    "CREATE TABLE IF NOT EXISTS {tags} (kind text, tag text, node_id text, "
-    "embedding vector<float, {dimension}>, outgoing set<frozen<tuple<text, text>>>, "
-    "filter_terms set<text>, buckets set<int> static, PRIMARY KEY ((kind, tag), node_id))",
+    "CREATE TABLE IF NOT EXISTS {tags} (kind text, tag text, node_id text, embedding blob, "
+    "outgoing set<frozen<tuple<text, text>>>, filter_terms set<text>, "
+    "buckets set<int> static, PRIMARY KEY ((kind, tag), node_id))",
     "CREATE TABLE IF NOT EXISTS {hot} (kind text, tag text, bucket int, node_id text, "
     "embedding vector<float, {dimension}>, outgoing set<frozen<tuple<text, text>>>, "
     "filter_terms set<text>, PRIMARY KEY ((kind, tag, bucket), node_id))",
@@ -48,7 +48,8 @@ SCHEMA = [
     "CREATE CUSTOM INDEX IF NOT EXISTS {table}_nodes_filter_terms ON {nodes} "
     "(VALUES(filter_terms)) USING 'StorageAttachedIndex'",
 ]
-"""Every table and index of a store: `<table>_tags` holds small tags (no index: read whole),
+"""Every table and index of a store: `<table>_tags` holds small tags (no index: read whole;
+embeddings as bytes, `rows.embedding_bytes`),
 `<table>_hot` the rows of hot tags in buckets (SAI-indexed), `<table>_hot_tags` the hot tags
 and how many rows each holds in its buckets, `<table>_nodes` the nodes, each with the bucket
 of every tag row it has in `<table>_hot` (`graphstore.cassandra.layout`)."""
@@ -59,8 +60,9 @@ UPGRADE = [
     *SCHEMA[1:5],
 ]
 """What a store made before hot tags lacks: two columns and the hot tables.  Its tag rows
-stay where they are, as small parts; its old SAI indexes on `<table>_tags` are left alone
-(they still cost every write: dropping them is safe, nothing reads them)."""
+stay where they are, as small parts, with their embeddings in a vector column (new stores:
+bytes); its old SAI indexes on `<table>_tags` are left alone (they still cost every write:
+dropping them is safe, nothing reads them)."""
 
 
 def replication_cql(replication: Mapping[str, str | int] | None) -> str:

@@ -38,7 +38,7 @@ from graphstore.cassandra.queries import (
     SCAN_TAGS,
     SEARCH_HITS,
     SEARCH_NODES,
-    SELECT_NODE,
+    SELECT_NODES,
 )
 from graphstore.cassandra.rows import stored_node, tag_hits
 from graphstore.cassandra.schema import (
@@ -144,6 +144,7 @@ class CassandraStorage(Storage):
             raise StoreOpenError(f"cannot read the Cassandra schema: {one_line(error)}") from error
         if self._dimension is not None:
             self._upgrade()
+            self._writer.small_as_vectors = self._small_as_vectors()
 
     @classmethod
     def connect(
@@ -236,6 +237,11 @@ class CassandraStorage(Storage):
         """The most requests ever outstanding at once (never above `max_in_flight`)."""
         return self._requests.gate.peak
 
+    def _small_as_vectors(self) -> bool:
+        """Whether `<table>_tags` keeps embeddings in a vector column (made before hot tags)."""
+        rows = self._requests.execute_now(SELECT_DIMENSION, (self.keyspace, f"{self.table}_tags"))
+        return bool(rows) and rows[0][0] != "blob"
+
     def _read_dimension(self) -> int | None:
         """D of the node table's `vector<float, D>` column, or None if there is no table."""
         rows = self._requests.execute_now(SELECT_DIMENSION, (self.keyspace, f"{self.table}_nodes"))
@@ -267,6 +273,7 @@ class CassandraStorage(Storage):
                 return
             self._run_ddl([*SCHEMA, *UPGRADE], self._dimension or dimension)
             self._dimension = self._read_dimension()
+            self._writer.small_as_vectors = self._small_as_vectors()
             self._schema_ready = True
 
     def _upgrade(self) -> None:
@@ -318,11 +325,8 @@ class CassandraStorage(Storage):
     async def get(self, ids: Sequence[str]) -> list[StoredNode]:
         if self._dimension is None or not ids:
             return []
-        unique = list(dict.fromkeys(ids))
-        pages = await asyncio.gather(
-            *(self._requests.run(SELECT_NODE, (node_id,)) for node_id in unique)
-        )
-        found = {row[0]: stored_node(row) for rows in pages for row in rows}
+        rows = await self._requests.run_in(SELECT_NODES, list(dict.fromkeys(ids)))
+        found = {row[0]: stored_node(row) for row in rows}
         return [found[node_id] for node_id in ids if node_id in found]
 
     async def search(
@@ -373,7 +377,7 @@ class CassandraStorage(Storage):
         filter_terms: frozenset[str],
         concurrency: int = 16,
     ) -> tuple[list[list[TagHit]], dict[TagKey, int]]:
-        """One wave for all `tags` (`tag_reads`): small parts by `IN` per kind, buckets by
+        """One wave for all `tags` (`tag_reads`): small parts by `IN`, buckets by
         ANN; the bound on requests is `max_in_flight`, not `concurrency`."""
         if self._dimension is None or k <= 0:
             return [[] for _ in tags], {}

@@ -1,8 +1,8 @@
 """Reading tags: small parts whole, hot buckets by ANN, both in one concurrent wave.
 
 A wave of tags (one traversal step) reads the small parts of all its tags with one `IN`
-query per kind (up to `IN_TAGS` tags each), which also returns each tag's static bucket
-count, and, at the same time, runs a partition-restricted ANN query on every bucket of the
+query (per `IN_TAGS` tags), which also returns each tag's static bucket count, and, at the
+same time, runs a partition-restricted ANN query on every bucket of the
 tags this storage already knows to be hot (with a read of their hot-row count).  A tag found
 hot that was not known, or with more buckets than known, gets its other buckets queried in a
 second wave.  Small rows are ranked by exact cosine here (filtered here too); bucket hits come
@@ -24,9 +24,9 @@ from graphstore.cassandra.hot_tags import HotTags, bucket_count
 from graphstore.cassandra.queries import (
     COUNT_HOT,
     READ_HOT_ROWS,
-    READ_TAG,
     READ_TAG_KEYS,
     READ_TAGS,
+    READ_TAGS_FILTERED,
     SEARCH_HOT,
 )
 from graphstore.cassandra.rows import ranked, tag_hits
@@ -35,7 +35,7 @@ from graphstore.links import TagKey
 from graphstore.nodes import TagHit, Vector
 
 IN_TAGS = 32
-"""Tags of one kind read by one `IN` query: fewer requests, responses of bounded size."""
+"""Tags read by one `IN` query: fewer requests, responses of bounded size."""
 
 
 def passes(row_terms: Any, wanted: frozenset[str]) -> bool:
@@ -107,7 +107,7 @@ class TagReader:
         sizes: dict[TagKey, int] = {}
         for tag in tags:
             state = found[tag]
-            pages.append(_best(ranked(state.small, query) + state.hits, k))
+            pages.append(_best(ranked(state.small, query, k) + state.hits, k))
             if not state.buckets:
                 sizes[tag] = len(state.small)
             elif state.hot_rows is not None:
@@ -115,27 +115,26 @@ class TagReader:
         return pages, sizes
 
     async def _read_small(self, found: dict[TagKey, _Tag], terms: frozenset[str]) -> None:
-        by_kind: dict[str, list[str]] = {}
-        for kind, name in found:
-            by_kind.setdefault(kind, []).append(name)
-        chunks = [
-            (kind, names[i : i + IN_TAGS])
-            for kind, names in sorted(by_kind.items())
-            for i in range(0, len(names), IN_TAGS)
-        ]
+        """Every small part in one request per `IN_TAGS` tags: `kind IN ? AND tag IN ?` also
+        looks up the (absent, cheap) partitions of the other pairs, which are skipped."""
+        tags = sorted(found)
+        chunks = [tags[i : i + IN_TAGS] for i in range(0, len(tags), IN_TAGS)]
         pages = await asyncio.gather(
             *(
-                self._requests.run(READ_TAG, (kind, names[0]))
-                if len(names) == 1
-                else self._requests.run(READ_TAGS, (kind, names))
-                for kind, names in chunks
+                self._requests.run(
+                    READ_TAGS_FILTERED if terms else READ_TAGS,
+                    (sorted({kind for kind, _ in chunk}), sorted({name for _, name in chunk})),
+                )
+                for chunk in chunks
             )
         )
-        for (kind, _), rows in zip(chunks, pages, strict=True):
-            for name, buckets, node_id, embedding, outgoing, row_terms in rows:
-                state = found[(kind, name)]
+        for rows in pages:
+            for kind, name, buckets, node_id, embedding, outgoing, *row_terms in rows:
+                state = found.get((kind, name))
+                if state is None:
+                    continue
                 state.buckets = bucket_count(buckets)
-                if node_id is not None and passes(row_terms, terms):
+                if node_id is not None and (not terms or passes(row_terms[0], terms)):
                     state.small.append((node_id, embedding, outgoing))
         for tag, state in found.items():
             self._hot.learn(tag, state.buckets)

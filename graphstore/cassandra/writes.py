@@ -31,15 +31,12 @@ from graphstore.cassandra.queries import (
     INSERT_TAG,
     SELECT_PLACEMENTS,
 )
-from graphstore.cassandra.rows import tag_map
+from graphstore.cassandra.rows import embedding_bytes, tag_map
 from graphstore.cassandra.session import Requests
 from graphstore.errors import StorageError
 from graphstore.links import TagKey, decode_links, encode_links, incoming_tags, outgoing_tags
 from graphstore.metadata import filter_terms
 from graphstore.nodes import StoredNode
-
-PLACEMENTS_READ = 100
-"""Node ids per `IN` read of placements (an upsert call writes 64 by default)."""
 
 
 class Writer:
@@ -48,19 +45,15 @@ class Writer:
     def __init__(self, requests: Requests, hot: HotTags) -> None:
         self._requests = requests
         self._hot = hot
+        self.small_as_vectors = False
+        """Whether the small parts' embedding column is a vector (a store made before hot
+        tags) rather than bytes."""
 
     async def _placements(self, node_ids: Sequence[str]) -> list[dict[TagKey, int] | None]:
-        """Where each stored node's tag rows are (None for a node not stored): one `IN`
-        read per `PLACEMENTS_READ` ids, since a request costs more than a row here."""
-        chunks = [
-            node_ids[i : i + PLACEMENTS_READ] for i in range(0, len(node_ids), PLACEMENTS_READ)
-        ]
-        pages = await asyncio.gather(
-            *(self._requests.run(SELECT_PLACEMENTS, (list(chunk),)) for chunk in chunks)
-        )
+        """Where each stored node's tag rows are (None for a node not stored)."""
+        rows = await self._requests.run_in(SELECT_PLACEMENTS, node_ids)
         found = {
             node_id: placements(incoming_tags(decode_links(links)), tag_map(tag_buckets))
-            for rows in pages
             for node_id, links, tag_buckets in rows
         }
         return [found.get(node_id) for node_id in node_ids]
@@ -105,9 +98,10 @@ class Writer:
             batch.add(*await self._delete_row(tag, place, node.id))
         insert_tag = await self._requests.prepared(INSERT_TAG)
         insert_hot = await self._requests.prepared(INSERT_HOT)
+        small = vector if self.small_as_vectors else embedding_bytes(vector)
         for (kind, name), place in sorted(plan.rows.items()):
             if place == SMALL:
-                batch.add(insert_tag, (kind, name, node.id, vector, outgoing, terms))
+                batch.add(insert_tag, (kind, name, node.id, small, outgoing, terms))
             else:
                 batch.add(insert_hot, (kind, name, place, node.id, vector, outgoing, terms))
         hot = {tag: place for tag, place in plan.rows.items() if place != SMALL}
