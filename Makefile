@@ -16,7 +16,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q uv==0.13.9
-	$(BIN)/uv pip install -q --python $(BIN)/python -c constraints.txt -e '.[models,cassandra,langchain,dev]'
+	$(BIN)/uv pip install -q --python $(BIN)/python -c constraints.txt -e '.[models,cassandra,langchain,mcp,dev]'
 	touch $@
 
 demo: install
@@ -33,6 +33,8 @@ CASSANDRA_PORT ?= 9042
 NODE := $(BIN)/python -m graphstore.testing.local_cassandra
 
 # Starts the local Cassandra node unless GRAPHSTORE_TEST_CASSANDRA names one already running.
+# The cluster tests (tests/test_cassandra_cluster.py) start and stop their own three nodes
+# on 127.0.0.2-4 with free ports, so they never meet that node.
 test: lint
 	@if [ -n "$$GRAPHSTORE_TEST_CASSANDRA" ]; then \
 		$(BIN)/pytest; \

@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import statistics
+import subprocess
 import tempfile
 import time
 import uuid
@@ -57,6 +58,17 @@ class Stopwatch:
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self._start
+
+
+def peak_rss(command: list[str]) -> dict[str, float]:
+    """Run `command` in a child process; its wall seconds and peak RSS."""
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    with Stopwatch() as watch:
+        child = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(child.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"failed: {' '.join(command)}")
+    return {"seconds": watch.seconds, "peak_rss_mib": usage.ru_maxrss / 1024}
 
 
 def median(samples: Sequence[float]) -> float:
@@ -180,6 +192,8 @@ class Backend:
     folder: Path
     session: Any = None
     keyspace: str = ""
+    consistency: str | None = None
+    """Cassandra: the level of writes and key reads (None: the store's default)."""
     _count: int = field(default=0, init=False)
 
     def table(self, label: str) -> str:
@@ -210,33 +224,44 @@ class Backend:
             return EmbeddedStorage(self.sqlite_path(label))
         from graphstore.cassandra import CassandraStorage
 
-        return CassandraStorage(self.session, self.keyspace, self.table(label))
+        return CassandraStorage(
+            self.session, self.keyspace, self.table(label), consistency=self.consistency
+        )
 
 
 @contextlib.contextmanager
 def open_backend(name: str) -> Iterator[Backend]:
     """The backend named `name` for one run; Cassandra gets its own keyspace, dropped after."""
-    with tempfile.TemporaryDirectory(prefix="graphstore-bench-") as folder:
-        if name == "embedded":
+    if name == "embedded":
+        with tempfile.TemporaryDirectory(prefix="graphstore-bench-") as folder:
             yield Backend(name, Path(folder))
-            return
-        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+        return
+    with cassandra_contact() as (host, port), cassandra_backend([host], port) as backend:
+        yield backend
 
-        with cassandra_contact() as (host, port):
-            cluster = Cluster(
-                [host],
-                port=port,
-                execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(request_timeout=120)},
-            )
-            session = cluster.connect()
-            keyspace = f"bench_{uuid.uuid4().hex[:10]}"
-            session.execute(
-                f"CREATE KEYSPACE {keyspace} WITH replication = "
-                "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-                timeout=120,
-            )
-            try:
-                yield Backend(name, Path(folder), session, keyspace)
-            finally:
-                session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
-                cluster.shutdown()
+
+@contextlib.contextmanager
+def cassandra_backend(
+    hosts: Sequence[str], port: int, replication_factor: int = 1, consistency: str | None = None
+) -> Iterator[Backend]:
+    """A fresh keyspace on the nodes at `hosts` for one run, dropped after."""
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+
+    with tempfile.TemporaryDirectory(prefix="graphstore-bench-") as folder:
+        cluster = Cluster(
+            list(hosts),
+            port=port,
+            execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(request_timeout=120)},
+        )
+        session = cluster.connect()
+        keyspace = f"bench_{uuid.uuid4().hex[:10]}"
+        session.execute(
+            f"CREATE KEYSPACE {keyspace} WITH replication = "
+            f"{{'class': 'SimpleStrategy', 'replication_factor': {int(replication_factor)}}}",
+            timeout=120,
+        )
+        try:
+            yield Backend("cassandra", Path(folder), session, keyspace, consistency)
+        finally:
+            session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
+            cluster.shutdown()

@@ -15,8 +15,6 @@ The embedded backend only: with `--backend cassandra` the store's memory is the 
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import data
-from benchmarks.common import Stopwatch, figure, parse_args, print_table, write_json
+from benchmarks.common import figure, parse_args, peak_rss, print_table, write_json
 
 NAME = "ingest_memory"
 FULL = (1_000, 3_000, 8_000)
@@ -48,17 +46,6 @@ def write_folder(folder: Path, passages: Sequence[data.Passage], size: int) -> N
     folder.mkdir(parents=True)
     for i in range(size):
         (folder / f"{i:06d}.txt").write_text(passages[i % len(passages)].text, encoding="utf-8")
-
-
-def peak_rss(command: list[str]) -> dict[str, float]:
-    """Run `command` in a child process; its wall seconds and peak RSS."""
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    with Stopwatch() as watch:
-        child = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL)
-        _, status, usage = os.wait4(child.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"failed: {' '.join(command)}")
-    return {"seconds": watch.seconds, "peak_rss_mib": usage.ru_maxrss / 1024}
 
 
 def ingest(folder: Path, names: Path, store: Path) -> dict[str, float]:

@@ -1,8 +1,9 @@
 """An `Adapter` for `graph_retriever`, so `GraphRetriever` (Eager, Mmr, …) runs on graphstore.
 
 `graph_retriever` walks metadata edges (`MetadataEdge("habitat", "habitat")`) by issuing
-filtered vector searches; graphstore's filters match lists, nested keys and dicts in lists,
-so those searches run natively on either backend through the `Storage` interface.
+filtered vector searches; graphstore's filters (`graphstore.filters`: operators, lists,
+nested keys and dicts in lists) run natively on either backend through the `Storage`
+interface.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from graph_retriever import Content
 from graph_retriever.adapters import Adapter
 
-from graphstore.metadata import filter_terms, required_terms
+from graphstore.filters import matches, parse_filter
 from graphstore.nodes import StoredNode
 from graphstore.store import GraphStore, run_sync
 
@@ -71,9 +72,9 @@ class GraphStoreAdapter(Adapter):
         self, ids: Sequence[str], filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[Content]:
         """Contents by id (unknown ids skipped, duplicates once) that pass `filter`."""
-        required = required_terms(filter)
+        where = parse_filter(filter)
         found = await self.store.storage.get(list(dict.fromkeys(ids)))
-        return [to_content(s) for s in found if required <= filter_terms(s.node.metadata)]
+        return [to_content(s) for s in found if matches(where, s.node.metadata)]
 
     def get(
         self, ids: Sequence[str], filter: dict[str, Any] | None = None, **kwargs: Any

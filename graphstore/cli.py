@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import sys
 import textwrap
@@ -21,14 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from extractors.frequency import TagFrequencyFilter
+from graphstore.card_store import aingest_with_cards
+from graphstore.chapters import as_of_filter
 from graphstore.errors import GraphStoreError, InvalidInputError
-from graphstore.ingest import (
-    PassageLinker,
-    hierarchy_linker,
-    hyperlink_linker,
-    ingest,
-    text_linker,
-)
+from graphstore.filter_expressions import filter_of
+from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, text_linker
 from graphstore.links import TagKey
 from graphstore.location import (
     STORE_ENV,
@@ -38,8 +34,8 @@ from graphstore.location import (
     remove_store_file,
     store_location,
 )
-from graphstore.nodes import Hit
-from graphstore.prompt import DEFAULT_TEMPLATE, PROMPT_K, awriter_context
+from graphstore.nodes import Hit, hit_json
+from graphstore.prompt import CARD_SHARE, DEFAULT_TEMPLATE, PROMPT_K, awriter_context
 from graphstore.splitting import MAX_CHARS, check_max_chars, read_text
 from graphstore.store import GraphStore
 from graphstore.strategy import DEFAULT
@@ -65,8 +61,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default="minilm", help="embedding model or local directory")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    add = commands.add_parser("ingest", help="split, link, embed and store files or folders")
-    add.add_argument("paths", nargs="+", type=Path)
+    add = commands.add_parser(
+        "ingest", help="split, link, embed and store files or folders, and entity cards"
+    )
+    add.add_argument("paths", nargs="*", type=Path)
+    add.add_argument(
+        "--cards",
+        type=Path,
+        metavar="DIR",
+        help="a folder of entity cards (.md with front matter, .yaml); passages naming an "
+        "entity or an alias link to its card",
+    )
     add.add_argument(
         "--links",
         default=DEFAULT_LINKS,
@@ -103,24 +108,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     search.add_argument("-k", type=int, default=DEFAULT.k, help="passages returned")
     _strategy_options(search)
+    _as_of_option(search)
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     search.add_argument(
         "--debug", action="store_true", help="also list candidates considered and not returned"
     )
-    search.add_argument(
-        "--filter",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="VALUE is a JSON number, true/false or quoted string when it parses as one, "
-        "else the text as given",
-    )
+    _filter_option(search)
 
     prompt = commands.add_parser("prompt", help="passages for a writer's prompt about a scene")
     prompt.add_argument("scene")
     prompt.add_argument("--budget", type=int, default=1500, help="token budget of the block")
     prompt.add_argument("-k", type=int, default=PROMPT_K, help="passages searched for")
     _strategy_options(prompt)
+    _as_of_option(prompt)
+    _filter_option(prompt)
+    prompt.add_argument(
+        "--card-share",
+        type=float,
+        default=CARD_SHARE,
+        help="share of the budget for entity cards; what they leave goes to passages",
+    )
     prompt.add_argument(
         "--template",
         default=DEFAULT_TEMPLATE,
@@ -134,7 +141,17 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--top", type=int, default=10)
 
     commands.add_parser("check", help="verify that node rows and tag rows agree")
+    commands.add_parser("mcp", help="serve the store to agents over MCP (stdio)")
     return parser
+
+
+def _as_of_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--as-of-chapter",
+        type=int,
+        metavar="N",
+        help="only passages of chapter N or earlier; cards as they stand in chapter N",
+    )
 
 
 def _strategy_options(command: argparse.ArgumentParser) -> None:
@@ -151,6 +168,18 @@ def _strategy_options(command: argparse.ArgumentParser) -> None:
         dest="lambda_mult",
         type=float,
         help=f"MMR: 1 relevance only, 0 diversity only (default {DEFAULT.lambda_mult})",
+    )
+
+
+def _filter_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="metadata filter, repeatable (all must hold): KEY=VALUE, KEY!=VALUE, KEY<VALUE "
+        "(<=, >, >=), 'KEY in V1,V2' or 'KEY not in …'; VALUE is a JSON number, true/false "
+        "or quoted string when it parses as one, else the text as given",
     )
 
 
@@ -213,30 +242,11 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
     return linkers
 
 
-def _filter_value(text: str) -> str | int | float | bool:
-    """`3` → 3, `2.5` → 2.5, `true` → True, `"3"` → "3"; anything else is the text itself."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text
-    if isinstance(value, float) and not math.isfinite(value):
-        return text
-    return value if isinstance(value, (str, int, float, bool)) else text
-
-
-def _filter(pairs: Sequence[str]) -> dict[str, str | int | float | bool] | None:
-    parsed: dict[str, str | int | float | bool] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InvalidInputError(f"--filter expects KEY=VALUE, got {pair!r}")
-        parsed[key] = _filter_value(value)
-    return parsed or None
-
-
-async def _search(args: argparse.Namespace, store: GraphStore) -> None:
+async def _search(
+    args: argparse.Namespace, store: GraphStore, metadata_filter: dict[str, Any] | None
+) -> None:
     """`graphstore search`: hits as text or JSON lines, and with --debug the losers."""
-    metadata_filter = _filter(args.filter)
+    scoped = as_of_filter(metadata_filter, args.as_of_chapter)
     options = _given_options(args)
     stats = TraversalStats(keep_unselected=args.debug)
     unused = {"similarity": set(options), "traversal": {"fetch_k", "lambda_mult"} & set(options)}
@@ -245,22 +255,20 @@ async def _search(args: argparse.Namespace, store: GraphStore) -> None:
         flag = "--" + ignored[0].replace("_mult", "").replace("_", "-")
         raise InvalidInputError(f"{flag} does not apply to --mode {args.mode}")
     if args.mode == "similarity":
-        hits = await store.asimilarity_search(args.query, k=args.k, filter=metadata_filter)
+        hits = await store.asimilarity_search(args.query, k=args.k, filter=scoped)
     elif args.mode == "traversal":
         hits = await store.atraversal_search(
-            args.query, k=args.k, filter=metadata_filter, stats=stats, **options
+            args.query, k=args.k, filter=scoped, stats=stats, **options
         )
     elif args.mode == "mmr":
         hits = await store.ammr_traversal_search(
-            args.query, k=args.k, filter=metadata_filter, stats=stats, **options
+            args.query, k=args.k, filter=scoped, stats=stats, **options
         )
     else:
-        hits = await store.asearch(
-            args.query, k=args.k, filter=metadata_filter, stats=stats, **options
-        )
+        hits = await store.asearch(args.query, k=args.k, filter=scoped, stats=stats, **options)
     for rank, hit in enumerate(hits, 1):
         if args.json:
-            print(json.dumps(_hit_json(hit), ensure_ascii=False))
+            print(json.dumps(hit_json(hit), ensure_ascii=False))
         else:
             _print_hit(rank, hit)
     if not hits and not args.json:
@@ -274,21 +282,6 @@ async def _search(args: argparse.Namespace, store: GraphStore) -> None:
                 f"score {candidate.score:.3f}  sim {candidate.similarity:.3f}  "
                 f"mmr {candidate.mmr_score:.3f}"
             )
-
-
-def _hit_json(hit: Hit) -> dict[str, Any]:
-    """A hit for scripts: id, scores, how it was reached, metadata and text."""
-    return {
-        "id": hit.node.id,
-        "score": hit.score,
-        "similarity": hit.similarity,
-        "mmr_score": hit.mmr_score,
-        "depth": hit.depth,
-        "via": hit.via,
-        "path": hit.path,
-        "metadata": hit.node.metadata,
-        "text": hit.node.text,
-    }
 
 
 def _how(depth: int, path: Sequence[TagKey]) -> str:
@@ -311,11 +304,13 @@ def _print_hit(rank: int, hit: Hit) -> None:
 
 async def _run(args: argparse.Namespace) -> int:
     location = store_location(args.store)
-    creating = args.command == "ingest"
-    if creating:
+    creating = args.command in ("ingest", "mcp")  # the commands that write
+    linkers: list[PassageLinker] = []
+    if args.command == "ingest":
         check_max_chars(args.max_chars)
         linkers = _linkers(args)
-    if args.command in ("ingest", "search", "prompt"):
+    metadata_filter = filter_of(getattr(args, "filter", []))  # checked before anything runs
+    if args.command in ("ingest", "search", "prompt", "mcp"):
         from graphstore.embeddings import load_embeddings
 
         embeddings = load_embeddings(args.model)
@@ -326,7 +321,7 @@ async def _run(args: argparse.Namespace) -> int:
     done = False
     try:
         status = await _command(
-            args, GraphStore(embeddings, storage), redact(location), linkers if creating else []
+            args, GraphStore(embeddings, storage), redact(location), linkers, metadata_filter
         )
         done = True
         return status
@@ -338,44 +333,33 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _command(
-    args: argparse.Namespace, store: GraphStore, shown: str, linkers: list[PassageLinker]
+    args: argparse.Namespace,
+    store: GraphStore,
+    shown: str,
+    linkers: list[PassageLinker],
+    metadata_filter: dict[str, Any] | None,
 ) -> int:
     """Run one command; `shown` is the store location as printed (see `redact`)."""
     if args.command == "ingest":
-        from tqdm import tqdm
-
-        bar = tqdm(unit="passage", desc="ingest", disable=not sys.stderr.isatty())
-        report = await ingest(
-            store,
-            args.paths,
-            linkers=linkers,
-            tag_filter=None if args.max_tag_df is None else TagFrequencyFilter(args.max_tag_df),
-            max_chars=args.max_chars,
-            root=args.root,
-            on_plan=lambda total: setattr(bar, "total", total),
-            on_batch=bar.update,
-        )
-        bar.close()
-        stats = await store.astats()
-        print(
-            f"ingested {report.passages} passages from {report.files} files into "
-            f"{shown}; removed {report.removed} stale passages; "
-            f"store has {stats.nodes} passages, {stats.tags} tags, {stats.tag_rows} tag rows"
-        )
+        await _ingest(args, store, shown, linkers)
     elif args.command == "search":
-        await _search(args, store)
+        await _search(args, store, metadata_filter)
     elif args.command == "prompt":
         context = await awriter_context(
             store,
             args.scene,
             budget=args.budget,
             k=args.k,
+            filter=metadata_filter,
             template=args.template.replace("\\n", "\n"),
+            as_of_chapter=args.as_of_chapter,
+            card_share=args.card_share,
             **_given_options(args),
         )
         print(context.text)
         print(
-            f"\n({len(context.hits)} passages, {context.tokens} of {context.budget} tokens)",
+            f"\n({len(context.cards)} cards, {len(context.hits)} passages, "
+            f"{context.tokens} of {context.budget} tokens)",
             file=sys.stderr,
         )
     elif args.command == "show":
@@ -403,7 +387,38 @@ async def _command(
         if problems and store.storage.check_note:
             print(f"note: {store.storage.check_note}")
         return 1 if problems else 0
+    elif args.command == "mcp":
+        from graphstore.mcp_server import aserve
+
+        await aserve(store, shown)
     return 0
+
+
+async def _ingest(
+    args: argparse.Namespace, store: GraphStore, shown: str, linkers: list[PassageLinker]
+) -> None:
+    """`graphstore ingest`: files and cards, then one summary line."""
+    from tqdm import tqdm
+
+    bar = tqdm(unit="passage", desc="ingest", disable=not sys.stderr.isatty())
+    report = await aingest_with_cards(
+        store,
+        args.paths,
+        args.cards,
+        linkers=linkers,
+        tag_filter=None if args.max_tag_df is None else TagFrequencyFilter(args.max_tag_df),
+        max_chars=args.max_chars,
+        root=args.root,
+        on_plan=lambda total: setattr(bar, "total", total),
+        on_batch=bar.update,
+    )
+    bar.close()
+    stats = await store.astats()
+    print(
+        f"ingested {report.passages} passages from {report.files} files and {report.cards} "
+        f"cards into {shown}; removed {report.removed} stale passages; "
+        f"store has {stats.nodes} passages, {stats.tags} tags, {stats.tag_rows} tag rows"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

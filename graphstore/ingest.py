@@ -130,10 +130,13 @@ def text_linker(extractor: LinkExtractor[str]) -> PassageLinker:
 
 
 def to_node(passage: Passage, links: set[Link]) -> Node:
-    """A passage as a node: source, section path and position become metadata."""
+    """A passage as a node: source, section path, chapter number and position become
+    metadata."""
     metadata: dict[str, object] = {"source": passage.source, "position": passage.position}
     if passage.section:
         metadata["section"] = list(passage.section)
+    if passage.chapter is not None:
+        metadata["chapter"] = passage.chapter
     return Node(passage.id, passage.text, metadata, frozenset(links))
 
 
@@ -171,7 +174,10 @@ class IngestReport:
     files: int
     passages: int
     removed: int = 0
-    """Stale passages deleted: of files gone from the folders ingested, or past a file's end."""
+    """Stale passages deleted: of files gone from the folders ingested, or past a file's end
+    (and cards gone from a card folder ingested again)."""
+    cards: int = 0
+    """Entity cards written."""
 
 
 def read_all(files: Sequence[tuple[Path, str]], max_chars: int) -> Iterator[Passage]:

@@ -1,10 +1,10 @@
-"""Metadata rules shared by every backend: what may be stored, and how filters match.
+"""Metadata rules shared by every backend: what may be stored, and what a filter sees of it.
 
-Metadata is JSON (so an int stays an int and a list stays a list).  Filters are equality
-conditions, ANDed, on keys (dotted keys reach into nested dicts); a list value matches when it
-contains the filter value, which may itself be a dict.
-Both backends compare the same *filter terms*, strings made from `(key, value)` pairs, so a
-filter means exactly the same thing in memory and in Cassandra.
+Metadata is JSON (so an int stays an int and a list stays a list).  A filter
+(`graphstore.filters`) sees a node's metadata as *filter pairs* `(key, value)`: every scalar
+and dict under its key, dotted keys reaching into nested dicts, and each element of a list
+under the list's key.  Both backends keep the same pairs as *filter terms* (JSON strings), so
+a filter means exactly the same thing in memory and in Cassandra.
 
 Limits, checked before anything is written (and on filters): containers nest at most
 `MAX_DEPTH` levels (deeper JSON overflows the recursion of the code that encodes and indexes
@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from graphstore.errors import InvalidInputError
 from graphstore.utf8 import check_utf8
 
-Filter = Mapping[str, Any]
 Scalar = str | int | float | bool
 SCALARS = (str, int, float, bool)
 MAX_DEPTH = 32
@@ -36,11 +35,11 @@ def check_metadata(metadata: Any) -> dict[str, Any]:
     """Return `metadata` as a plain dict, or raise if it is not storable JSON."""
     if not isinstance(metadata, Mapping):
         raise InvalidInputError(f"metadata must be a dict, not {type(metadata).__name__}")
-    _check_json(metadata, "metadata")
+    check_json(metadata, "metadata")
     return dict(metadata)
 
 
-def _check_json(value: Any, path: str, depth: int = 0) -> None:
+def check_json(value: Any, path: str, depth: int = 0) -> None:
     if isinstance(value, str):
         check_utf8(path, value)
         return
@@ -63,65 +62,51 @@ def _check_json(value: Any, path: str, depth: int = 0) -> None:
         )
     if isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            _check_json(item, f"{path}[{index}]", depth + 1)
+            check_json(item, f"{path}[{index}]", depth + 1)
         return
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidInputError(f"{path} has a non-string key {key!r}")
             check_utf8(f"a key of {path}", key)
-            _check_json(item, f"{path}.{key}", depth + 1)
+            check_json(item, f"{path}.{key}", depth + 1)
         return
     raise InvalidInputError(f"{path} is a {type(value).__name__}, which the store cannot keep")
 
 
-def _canonical(value: Any) -> Any:
-    # 2 and 2.0 are the same number to a filter (also inside dicts); True and 1 are not.
+def canonical(value: Any) -> Any:
+    """A filter value as filters compare it: 2 and 2.0 are the same number (also inside
+    dicts); True and 1 are not."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, Mapping):
-        return {key: _canonical(item) for key, item in value.items()}
+        return {key: canonical(item) for key, item in value.items()}
     return value
 
 
-def _term(key: str, value: Any) -> str:
-    return json.dumps([key, _canonical(value)], ensure_ascii=False, sort_keys=True)
+def term(key: str, value: Any) -> str:
+    """The filter term of one `(key, value)` pair (value canonical)."""
+    return json.dumps([key, value], ensure_ascii=False, sort_keys=True)
 
 
-def filter_terms(metadata: Mapping[str, Any], prefix: str = "") -> frozenset[str]:
-    """The terms a node can be filtered on.
+def filter_pairs(metadata: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """The `(key, value)` pairs a filter sees, values canonical.
 
     Scalars and list elements (scalars or dicts) under their key; a nested dict both as a
-    whole and, recursively, under dotted keys (`{"nested": {"a": 5}}` matches `nested.a = 5`).
+    whole and, recursively, under dotted keys (`{"nested": {"a": 5}}` has `nested.a = 5`).
     """
-    terms: set[str] = set()
     for key, value in metadata.items():
         path = prefix + key
         if isinstance(value, (*SCALARS, Mapping)):
-            terms.add(_term(path, value))
+            yield path, canonical(value)
         if isinstance(value, Mapping):
-            terms |= filter_terms(value, path + ".")
+            yield from filter_pairs(value, path + ".")
         elif isinstance(value, (list, tuple)):
-            terms.update(
-                _term(path, item) for item in value if isinstance(item, (*SCALARS, Mapping))
-            )
-    return frozenset(terms)
+            for item in value:
+                if isinstance(item, (*SCALARS, Mapping)):
+                    yield path, canonical(item)
 
 
-def required_terms(metadata_filter: Filter | None) -> frozenset[str]:
-    """The terms a node must have to pass `metadata_filter`; raise on a malformed filter."""
-    if metadata_filter is None:
-        return frozenset()
-    if not isinstance(metadata_filter, Mapping):
-        raise InvalidInputError(f"filter must be a dict, not {type(metadata_filter).__name__}")
-    for key, value in metadata_filter.items():
-        if not isinstance(key, str) or not key:
-            raise InvalidInputError(f"filter keys must be non-empty strings, got {key!r}")
-        check_utf8("a filter key", key)
-        if not isinstance(value, (*SCALARS, Mapping)):
-            raise InvalidInputError(
-                f"filter value for {key!r} must be a string, number, bool or dict, "
-                f"not {type(value).__name__}"
-            )
-        _check_json(value, f"filter value for {key!r}")
-    return frozenset(_term(key, value) for key, value in metadata_filter.items())
+def filter_terms(metadata: Mapping[str, Any]) -> frozenset[str]:
+    """The terms a node can be filtered on: its filter pairs as strings."""
+    return frozenset(term(key, value) for key, value in filter_pairs(metadata))

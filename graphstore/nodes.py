@@ -67,6 +67,21 @@ class Hit:
     path: tuple[TagKey, ...] = ()
 
 
+def hit_json(hit: Hit) -> dict[str, Any]:
+    """A hit for scripts and agents: id, scores, how it was reached, metadata and text."""
+    return {
+        "id": hit.node.id,
+        "score": hit.score,
+        "similarity": hit.similarity,
+        "mmr_score": hit.mmr_score,
+        "depth": hit.depth,
+        "via": hit.via,
+        "path": hit.path,
+        "metadata": hit.node.metadata,
+        "text": hit.node.text,
+    }
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A passage a graph search considered and did not return, with its scores (for

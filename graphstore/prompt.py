@@ -1,29 +1,34 @@
-"""Passages for a writer's prompt: the default graph search, then a block within a budget.
+"""A writer's prompt for a scene: entity cards, then passages, within one token budget.
 
 A scene description retrieves the most relevant passages plus linked ones (the same
-characters, the place, the object) through the default graph search.  The block is
-deduplicated, kept within `budget` tokens (CJK-aware by default; any `str -> int` counter
-can be plugged in), put in story order (by position within a source; sources in the order
-of their best passage) and cites every passage with how it was reached, e.g. `via
-entity:person 孙悟空`.
+characters, the place, the object) through the default graph search; the cards of the
+entities the scene names or the search reaches come first (`graphstore.scene`).  The
+block is deduplicated, kept within `budget` tokens (CJK-aware by default; any
+`str -> int` counter can be plugged in) shared between the sections
+(`graphstore.sections`), puts passages in story order (by position within a source;
+sources in the order of their best passage) and cites every item with how it was
+reached, e.g. `via entity:person 孙悟空`.  With `as_of_chapter`, nothing from a later
+chapter is shown: no passage, no card value.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import RunnableLambda
 
-from graphstore.errors import InvalidInputError
+from graphstore.card_store import anearest_cards
+from graphstore.cards import is_card
+from graphstore.chapters import as_of_filter, check_chapter
 from graphstore.nodes import Hit
+from graphstore.scene import SceneCard, card_entry, passage_entry, scene_cards
+from graphstore.sections import Section, TokenCounter, fill
 from graphstore.store import GraphStore, run_sync
-from graphstore.strategy import check_count
-
-TokenCounter = Callable[[str], int]
+from graphstore.strategy import MAX_K, check_count, check_fraction
 
 CJK = re.compile(
     r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
@@ -34,6 +39,8 @@ DEFAULT_TEMPLATE = "[{number}] {citation} ({provenance})\n{text}"
 PROMPT_K = 12
 """Passages searched for a prompt; the budget decides how many fit."""
 DEFAULT_SEPARATOR = "\n\n"
+CARD_SHARE = 0.3
+"""The cards' share of a prompt's budget by default; the passages get the rest."""
 
 
 def count_tokens(text: str) -> int:
@@ -44,50 +51,17 @@ def count_tokens(text: str) -> int:
     return cjk + sum(max(1, math.ceil(len(piece) / 4)) for piece in WORD.findall(rest))
 
 
-def citation(hit: Hit) -> str:
-    """Where a passage comes from: source, section (chapter) and passage id."""
-    metadata = hit.node.metadata
-    parts = [str(metadata.get("source", ""))]
-    section = metadata.get("section")
-    if isinstance(section, list) and section:
-        parts.append(str(section[-1]))
-    parts.append(hit.node.id)
-    return " · ".join(part for part in parts if part)
-
-
-def provenance(hit: Hit) -> str:
-    """How the search reached a passage."""
-    if hit.via is None:
-        return "similar to the scene"
-    kind, tag = hit.via
-    return f"via {kind} {tag}"
-
-
-def story_order(hits: Sequence[Hit]) -> list[Hit]:
-    """Hits grouped by source (the source of the best hit first), by position within one."""
-    sources: dict[str, int] = {}
-    for hit in hits:
-        sources.setdefault(str(hit.node.metadata.get("source", "")), len(sources))
-
-    def key(hit: Hit) -> tuple[int, int, str]:
-        position = hit.node.metadata.get("position")
-        return (
-            sources[str(hit.node.metadata.get("source", ""))],
-            position if isinstance(position, int) else 0,
-            hit.node.id,
-        )
-
-    return sorted(hits, key=key)
-
-
 @dataclass(frozen=True)
 class PromptContext:
     """The assembled block and what went into it."""
 
     text: str
     hits: list[Hit]
+    """The passages shown, in story order."""
     tokens: int
     budget: int
+    cards: list[SceneCard] = field(default_factory=list)
+    """The cards shown, in order."""
 
 
 def assemble(
@@ -97,45 +71,44 @@ def assemble(
     count: TokenCounter = count_tokens,
     template: str = DEFAULT_TEMPLATE,
     separator: str = DEFAULT_SEPARATOR,
+    cards: Sequence[SceneCard] = (),
+    as_of_chapter: int | None = None,
+    card_share: float = CARD_SHARE,
 ) -> PromptContext:
-    """Fit `hits` (best first) into `budget` tokens, drop duplicates, order them as in the story.
+    """Fit `cards`, then `hits` (each best first), into `budget` tokens without duplicates.
 
-    Passages are taken in the order given (the MMR selection order) while they fit; a passage
-    too long for the remaining budget is skipped so a shorter later one can still fit.
-    The budget covers the whole rendered block, citations and separators included.
+    The cards section may use `card_share` of the budget and the passages the rest plus
+    whatever the cards leave (`graphstore.sections`); cards are rendered as of
+    `as_of_chapter`.  Without cards the block is the passages alone, untitled.  Passages are
+    taken in the order given (the MMR selection order) while they fit, skipping one too
+    long for what is left, and shown in story order.  The budget covers the whole rendered
+    block, citations, titles and separators included.
     """
-    chosen: list[Hit] = []
-    seen_ids: set[str] = set()
-    seen_texts: set[str] = set()
-    for hit in hits:
-        key = " ".join(hit.node.text.split())
-        if hit.node.id in seen_ids or key in seen_texts:
-            continue
-        trial = [*chosen, hit]
-        if count(render(story_order(trial), template, separator)) <= budget:
-            chosen = trial
-            seen_ids.add(hit.node.id)
-            seen_texts.add(key)
-    ordered = story_order(chosen)
-    text = render(ordered, template, separator)
-    return PromptContext(text, ordered, count(text), budget)
-
-
-def render(hits: Sequence[Hit], template: str, separator: str) -> str:
-    """Fill `template` (fields: number, citation, provenance, text, id) for each hit."""
-    try:
-        return separator.join(
-            template.format(
-                number=number,
-                citation=citation(hit),
-                provenance=provenance(hit),
-                text=hit.node.text.strip(),
-                id=hit.node.id,
-            )
-            for number, hit in enumerate(hits, 1)
-        )
-    except (KeyError, IndexError, ValueError) as error:
-        raise InvalidInputError(f"bad prompt template: {error!r}") from error
+    share = check_fraction("card_share", card_share)
+    if as_of_chapter is not None:
+        check_chapter("as_of_chapter", as_of_chapter)
+    card_entries = [card_entry(card, n, as_of_chapter) for n, card in enumerate(cards)]
+    passages = [hit for hit in hits if not is_card(hit.node)]
+    filled = fill(
+        [
+            Section("Cards", share, card_entries),
+            Section("Passages", 1 - share, [passage_entry(hit) for hit in passages]),
+        ],
+        budget=budget,
+        count=count,
+        template=template,
+        separator=separator,
+    )
+    by_id = {hit.node.id: hit for hit in passages}
+    by_card = {entry.id: card for entry, card in zip(card_entries, cards, strict=True)}
+    shown_cards, shown_passages = filled.chosen
+    return PromptContext(
+        filled.text,
+        [by_id[entry.id] for entry in shown_passages],
+        count(filled.text),
+        budget,
+        [by_card[entry.id] for entry in shown_cards],
+    )
 
 
 async def awriter_context(
@@ -147,13 +120,51 @@ async def awriter_context(
     filter: dict[str, Any] | None = None,
     count: TokenCounter = count_tokens,
     template: str = DEFAULT_TEMPLATE,
+    as_of_chapter: int | None = None,
+    card_share: float = CARD_SHARE,
     **options: Any,
 ) -> PromptContext:
-    """Retrieve `k` passages for `scene` with the default graph search (`GraphStore.search`;
-    `options` override its settings) and assemble them within `budget`."""
+    """The context of a scene within `budget`: the cards of the entities in it, then the
+    `k` passages the default graph search finds (`GraphStore.search`; `options` override
+    its settings).
+
+    With `as_of_chapter`, passages come only from that chapter and earlier (combined with
+    `filter` by `$and`) and cards show the values that hold then.  `filter` applies to
+    passages; cards are found by name (see `graphstore.scene`).
+    """
     check_count("budget", budget, 1, 1_000_000)
-    hits = await store.asearch(scene, k=k, filter=filter, **options)
-    return assemble(hits, budget=budget, count=count, template=template)
+    check_fraction("card_share", card_share)
+    vector = await store.aembed_query(scene)
+    hits = await _search(store, vector, k, as_of_filter(filter, as_of_chapter), options)
+    cards = scene_cards(await anearest_cards(store, vector), scene, hits)
+    return assemble(
+        hits,
+        budget=budget,
+        count=count,
+        template=template,
+        cards=cards,
+        as_of_chapter=as_of_chapter,
+        card_share=card_share,
+    )
+
+
+async def _search(
+    store: GraphStore,
+    vector: list[float],
+    k: int,
+    metadata_filter: Mapping[str, Any] | None,
+    options: dict[str, Any],
+) -> list[Hit]:
+    """The default graph search for `k` passages besides the cards it finds (a card is
+    similar to any scene naming its entity): searched again for as many more as it found
+    cards, until `k` passages are among the hits or nothing more is there."""
+    wanted = check_count("k", k)
+    while True:
+        hits = await store.asearch(vector, k=wanted, filter=metadata_filter, **options)
+        cards = sum(is_card(hit.node) for hit in hits)
+        if len(hits) - cards >= k or len(hits) < wanted or wanted >= MAX_K:
+            return hits
+        wanted = min(MAX_K, wanted + cards)
 
 
 def writer_context_runnable(store: GraphStore, **options: Any) -> RunnableLambda[str, str]:

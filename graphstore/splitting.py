@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bs4 import BeautifulSoup, Tag
 
+from graphstore.chapters import section_chapter
 from graphstore.errors import InvalidInputError
 
 MAX_CHARS = 1000
@@ -51,6 +52,11 @@ class Passage:
     def id(self) -> str:
         """Stable across runs, so re-ingesting a file overwrites rather than duplicates."""
         return f"{self.source}#{self.position}"
+
+    @property
+    def chapter(self) -> int | None:
+        """The number of the chapter the passage is in (its innermost chapter heading)."""
+        return section_chapter(self.section)
 
 
 def passage_source(node_id: str) -> str | None:

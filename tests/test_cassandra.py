@@ -9,15 +9,18 @@ from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
+from cassandra import ConsistencyLevel
 from cassandra.cqltypes import lookup_casstype
 from cassandra.query import BatchStatement
 from conftest import cassandra_contact
 
 from graphstore import GraphStore, Link, Node, vector_codec
 from graphstore.cassandra import CassandraStorage, parse_url
-from graphstore.errors import InvalidInputError
-from graphstore.metadata import required_terms
+from graphstore.cassandra.consistency import Consistency
+from graphstore.errors import InvalidInputError, StoreOpenError
+from graphstore.filters import parse_filter
 from graphstore.nodes import StoredNode, unit
+from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings
 
 KEYSPACE = "graphstore_test"
@@ -196,12 +199,22 @@ async def test_prepared_statements_hold_no_user_values(storage):
     secret = uuid.uuid4().hex
     values = [f"id-{secret}", f"tag-{secret}", f"kind-{secret}", f"meta-{secret}", secret]
     links = [Link.bidir(f"kind-{secret}", f"tag-{secret}"), Link.outgoing("kw", f"x-{secret}")]
-    node = Node(f"id-{secret}", f"text {secret}", {"color": f"meta-{secret}"}, frozenset(links))
+    metadata = {"color": f"meta-{secret}", f"n-{secret}": 3, f"s-{secret}": f"v-{secret}"}
+    node = Node(f"id-{secret}", f"text {secret}", metadata, frozenset(links))
     await storage.upsert([StoredNode(node, unit([1, 0, 0]))])
-    terms = required_terms({"color": f"meta-{secret}"})
-    assert len(await storage.search(unit([1, 0, 0]), 3, terms)) == 1
-    hits = await storage.search_tag((f"kind-{secret}", f"tag-{secret}"), unit([1, 0, 0]), 3, terms)
+    where = parse_filter(
+        {
+            "color": f"meta-{secret}",
+            f"n-{secret}": {"$lte": 3, "$ne": 4},
+            f"s-{secret}": {"$gte": f"v-{secret}"},
+        }
+    )
+    assert len(await storage.search(unit([1, 0, 0]), 3, where)) == 1
+    hits = await storage.search_tag((f"kind-{secret}", f"tag-{secret}"), unit([1, 0, 0]), 3, where)
     assert [hit.id for hit in hits] == [f"id-{secret}"]
+    assert await storage.tag_sizes([(f"kind-{secret}", f"tag-{secret}")], where) == {
+        (f"kind-{secret}", f"tag-{secret}"): 1
+    }
     assert len(await storage.get([f"id-{secret}"])) == 1
     await storage.stats()
     assert await storage.check() == []
@@ -258,3 +271,69 @@ async def test_check_says_a_batch_replay_may_be_pending_when_rows_disagree(stora
 def store_url(storage: CassandraStorage) -> str:
     host, _, port = cassandra_contact().partition(":")
     return f"cassandra://{host}:{port or 9042}/{KEYSPACE}?table={storage.table}"
+
+
+def test_url_options_set_replication_and_consistency_and_refuse_anything_else():
+    parsed = parse_url("cassandra://h/ks?replication_factor=3&consistency=quorum")
+    assert parsed.replication == {"class": "SimpleStrategy", "replication_factor": 3}
+    assert parsed.consistency == Consistency(read="QUORUM", write="QUORUM")
+    split = parse_url("cassandra://h/ks?consistency=ONE&write_consistency=ALL")
+    assert split.consistency == Consistency(read="ONE", write="ALL")
+    assert parse_url("cassandra://h/ks").consistency == Consistency("LOCAL_QUORUM", "LOCAL_QUORUM")
+    assert parse_url("cassandra://h/ks").replication is None
+    for bad in [
+        "replication_factor=0",
+        "replication_factor=3;DROP",
+        "replication_factor=",
+        "consistency=SERIAL",
+        "consistency=ONE'; DROP KEYSPACE y",
+        "read_consistency=ANY",
+        "write_consistency=",
+    ]:
+        with pytest.raises(InvalidInputError) as error:
+            parse_url(f"cassandra://me:s3cret@h/ks?{bad}")
+        assert "s3cret" not in str(error.value)
+        assert "\n" not in str(error.value)
+    assert parse_url("cassandra://h/ks?write_consistency=ANY").consistency.write == "ANY"
+
+
+async def test_each_kind_of_request_runs_at_its_level_and_ann_is_not_downgraded(caplog):
+    """Writes and key reads at the levels asked for; ANN queries at LOCAL_ONE, so the server
+    has nothing to downgrade (it warns on every query it does downgrade)."""
+    opened = connect(f"t{uuid.uuid4().hex[:12]}", consistency=Consistency("LOCAL_QUORUM", "ALL"))
+    try:
+        store = GraphStore(KeyedEmbeddings(dimension=3), opened)
+        nodes = [
+            Node(f"n{i}", f"text {i}", {}, frozenset({Link.bidir("kw", "x")})) for i in range(20)
+        ]
+        await store.aadd_nodes(nodes)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="cassandra"):
+            assert len(await store.asimilarity_search("text 1", k=3)) == 3
+            assert len(await store.atraversal_search("text 1", k=5, adjacent_k=2)) == 5
+        assert "Top-K queries can only be run" not in caplog.text
+        levels = {
+            query: opened._requests.prepare(query).consistency_level
+            for query in opened.prepared_queries
+        }
+        ann = {level for query, level in levels.items() if "ANN OF" in query}
+        reads = {
+            level
+            for query, level in levels.items()
+            if query.startswith("SELECT") and "ANN" not in query
+        }
+        writes = {level for query, level in levels.items() if not query.startswith("SELECT")}
+        assert ann == {ConsistencyLevel.LOCAL_ONE}
+        assert reads == {ConsistencyLevel.LOCAL_QUORUM}
+        assert writes == {ConsistencyLevel.ALL}
+        assert opened._requests.batch().consistency_level == ConsistencyLevel.ALL
+    finally:
+        await opened.drop()
+        await opened.close()
+
+
+def test_an_existing_keyspace_with_another_replication_factor_is_refused():
+    """`graphstore_test` keeps one replica: asking for three must not pretend it has them."""
+    run_sync(connect("t_unused").close())  # the keyspace exists, with one replica
+    with pytest.raises(StoreOpenError, match="exists with replication factor 1, not 3"):
+        connect("t_unused", replication={"class": "SimpleStrategy", "replication_factor": 3})

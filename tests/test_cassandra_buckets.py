@@ -12,14 +12,14 @@ from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
-from conftest import cassandra_contact
+from conftest import cassandra_contact, write_old_cassandra_store
 
 from graphstore import GraphStore, Link, Node
 from graphstore.cassandra import CassandraStorage
 from graphstore.cassandra.layout import SMALL, TagLayout, bucket_of, plan_rows
 from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import InvalidInputError, StoreOpenError
-from graphstore.metadata import required_terms
+from graphstore.filters import EVERYTHING, matches, parse_filter
 from graphstore.nodes import StoredNode, unit
 
 KEYSPACE = "graphstore_test"
@@ -91,12 +91,12 @@ def directory(storage: CassandraStorage) -> dict:
 
 
 async def exact_ids(
-    storage: CassandraStorage, query: list[float], k: int, terms=frozenset()
+    storage: CassandraStorage, query: list[float], k: int, where=EVERYTHING
 ) -> list[str]:
     """The `k` members of the hot tag nearest to `query`, ranked here from `get`."""
     places = where_rows_are(storage)
     stored = await storage.get(sorted(places))
-    passing = [s for s in stored if terms <= required_terms(s.node.metadata)] if terms else stored
+    passing = [s for s in stored if matches(where, s.node.metadata)]
     ranked = sorted(passing, key=lambda s: (-float(s.embedding @ unit(query)), s.node.id))
     return [s.node.id for s in ranked[:k]]
 
@@ -134,13 +134,13 @@ async def test_search_tag_and_sizes_cover_the_small_part_and_every_bucket(storag
     assert len(set(places.values()) - {SMALL}) > 1
     for query in ([1, 0, 0], [1, 1.1, 0.5], [0.2, 1, 1.5]):
         for k in (1, 4, 20):
-            hits = await storage.search_tag(HOT, unit(query), k, frozenset())
+            hits = await storage.search_tag(HOT, unit(query), k, EVERYTHING)
             assert [hit.id for hit in hits] == await exact_ids(storage, query, k)
             assert [h.similarity for h in hits] == sorted(
                 (h.similarity for h in hits), reverse=True
             )
     assert await storage.tag_sizes([HOT, ("kw", "none")]) == {HOT: 12, ("kw", "none"): 0}
-    _, sizes = await storage.search_tags_with_sizes([HOT], unit([1, 0, 0]), 5, frozenset())
+    _, sizes = await storage.search_tags_with_sizes([HOT], unit([1, 0, 0]), 5, EVERYTHING)
     assert sizes == {HOT: 12}
     assert await storage.check() == []
 
@@ -149,12 +149,13 @@ async def test_a_filtered_search_and_count_reach_into_buckets(storage):
     nodes = [member(i, metadata={"color": "red" if i % 3 else "blue"}) for i in range(10)]
     for node in nodes:  # one at a time: the first three stay small
         await storage.upsert([node])
-    terms = required_terms({"color": "red"})
-    hits = await storage.search_tag(HOT, unit([1, 0.5, 0]), 10, terms)
-    assert [hit.id for hit in hits] == await exact_ids(storage, [1, 0.5, 0], 10, terms)
+    red = parse_filter({"color": "red"})
+    hits = await storage.search_tag(HOT, unit([1, 0.5, 0]), 10, red)
+    assert [hit.id for hit in hits] == await exact_ids(storage, [1, 0.5, 0], 10, red)
     assert len(hits) == 6
-    assert await storage.tag_sizes([HOT], terms) == {HOT: 6}
-    assert await storage.tag_sizes([HOT], required_terms({"color": "blue"})) == {HOT: 4}
+    assert await storage.tag_sizes([HOT], red) == {HOT: 6}
+    assert await storage.tag_sizes([HOT], parse_filter({"color": "blue"})) == {HOT: 4}
+    assert await storage.tag_sizes([HOT], parse_filter({"color": {"$ne": "red"}})) == {HOT: 4}
 
 
 async def test_delete_removes_rows_from_the_small_part_and_their_buckets(storage):
@@ -231,7 +232,7 @@ async def test_two_writers_turning_the_same_tag_hot_at_once_agree(storage):
         assert await storage.check() == []
         assert sorted(where_rows_are(storage)) == sorted(f"n{i}" for i in range(24))
         for reader in (storage, other):
-            hits = await reader.search_tag(HOT, unit([1, 1, 1]), 24, frozenset())
+            hits = await reader.search_tag(HOT, unit([1, 1, 1]), 24, EVERYTHING)
             assert len(hits) == 24
     finally:
         await other.close()
@@ -249,7 +250,7 @@ async def test_a_writer_unaware_that_a_tag_turned_hot_writes_small_rows_readers_
         places = where_rows_are(storage)
         assert {places[f"n{i}"] for i in range(6, 9)} == {SMALL}
         members = [f"n{i}" for i in (0, 1, 2, 3, 4, 6, 7, 8)]
-        hits = await storage.search_tag(HOT, unit([1, 0, 0]), 20, frozenset())
+        hits = await storage.search_tag(HOT, unit([1, 0, 0]), 20, EVERYTHING)
         assert sorted(hit.id for hit in hits) == members
         assert await storage.tag_sizes([HOT]) == {HOT: 8}
         assert await storage.check() == []
@@ -264,7 +265,8 @@ async def test_graph_search_gives_the_same_results_with_and_without_buckets(stor
     for i in range(30):
         links = {Link.bidir("kw", f"k{i % 4}"), Link.bidir("kw", "all")}
         links |= {Link.outgoing("ref", f"r{i + 1}"), Link.incoming("ref", f"r{i}")}
-        nodes.append(Node(f"p{i}", f"passage {i}", {"even": i % 2 == 0}, frozenset(links)))
+        metadata = {"even": i % 2 == 0, "n": i}
+        nodes.append(Node(f"p{i}", f"passage {i}", metadata, frozenset(links)))
     rng = np.random.default_rng(3)
     vectors = rng.normal(size=(30, 8))
     bucketed = GraphStore(None, storage, batch_size=4)
@@ -274,7 +276,7 @@ async def test_graph_search_gives_the_same_results_with_and_without_buckets(stor
     assert len(buckets(storage, ("kw", "all"))) > 1
     for query in rng.normal(size=(5, 8)):
         for search in ("asearch", "ammr_traversal_search"):
-            for metadata_filter in (None, {"even": True}):
+            for metadata_filter in (None, {"even": True}, {"n": {"$lt": 20}, "even": False}):
                 got = await getattr(bucketed, search)(query, k=6, filter=metadata_filter)
                 want = await getattr(embedded, search)(query, k=6, filter=metadata_filter)
                 assert [hit.node.id for hit in got] == [hit.node.id for hit in want]
@@ -287,42 +289,11 @@ async def test_graph_search_gives_the_same_results_with_and_without_buckets(stor
     await embedded.aclose()
 
 
-OLD_SCHEMA = [
-    "CREATE TABLE {tags} (kind text, tag text, node_id text, embedding vector<float, 3>, "
-    "outgoing set<frozen<tuple<text, text>>>, filter_terms set<text>, "
-    "PRIMARY KEY ((kind, tag), node_id))",
-    "CREATE CUSTOM INDEX {table}_tags_embedding ON {tags} (embedding) "
-    "USING 'StorageAttachedIndex' WITH OPTIONS = {{'similarity_function': 'COSINE'}}",
-    "CREATE TABLE {nodes} (node_id text PRIMARY KEY, text text, metadata text, links text, "
-    "embedding vector<float, 3>, outgoing set<frozen<tuple<text, text>>>, "
-    "filter_terms set<text>)",
-    "CREATE CUSTOM INDEX {table}_nodes_embedding ON {nodes} (embedding) "
-    "USING 'StorageAttachedIndex' WITH OPTIONS = {{'similarity_function': 'COSINE'}}",
-    "CREATE CUSTOM INDEX {table}_nodes_filter_terms ON {nodes} (VALUES(filter_terms)) "
-    "USING 'StorageAttachedIndex'",
-]
-
-
 def make_old_store(session, table: str) -> None:
-    """The tables a store had before buckets (graphstore 11bb94c), with two nodes in them."""
-    names = {
-        "nodes": f'"{KEYSPACE}"."{table}_nodes"',
-        "tags": f'"{KEYSPACE}"."{table}_tags"',
-        "table": table,
-    }
-    for statement in OLD_SCHEMA:
-        session.execute(statement.format(**names), timeout=120)
-    for node_id, embedding in (("a", [1.0, 0.0, 0.0]), ("b", [0.0, 1.0, 0.0])):
-        session.execute(
-            f"INSERT INTO {names['nodes']} (node_id, text, metadata, links, embedding, outgoing, "
-            "filter_terms) VALUES (%s, %s, '{}', %s, %s, {('kw', 'x')}, {})",
-            (node_id, f"text {node_id}", '[["kw", "bidir", "x"]]', embedding),
-        )
-        session.execute(
-            f"INSERT INTO {names['tags']} (kind, tag, node_id, embedding, outgoing, filter_terms) "
-            "VALUES ('kw', 'x', %s, %s, {('kw', 'x')}, {})",
-            (node_id, embedding),
-        )
+    """A store as graphstore made them before hot tags, with two nodes under one tag."""
+    links = frozenset({Link.bidir("kw", "x")})
+    nodes = [(Node(n, f"text {n}", {}, links), v) for n, v in (("a", [1, 0, 0]), ("b", [0, 1, 0]))]
+    write_old_cassandra_store(session, KEYSPACE, table, nodes)
 
 
 async def test_a_store_made_before_buckets_is_upgraded_when_opened_and_keeps_working():
@@ -332,7 +303,7 @@ async def test_a_store_made_before_buckets_is_upgraded_when_opened_and_keeps_wor
     storage = connect(table)
     try:
         assert await storage.check() == []
-        hits = await storage.search_tag(("kw", "x"), unit([1, 0.2, 0]), 5, frozenset())
+        hits = await storage.search_tag(("kw", "x"), unit([1, 0.2, 0]), 5, EVERYTHING)
         assert [hit.id for hit in hits] == ["a", "b"]
         await grow(storage, 6)
         assert await storage.delete(["a"]) == 1

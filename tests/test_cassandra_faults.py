@@ -10,39 +10,30 @@ from conftest import cassandra_contact
 
 from graphstore import GraphStore, Link, Node, StorageError
 from graphstore.store import run_sync
-from graphstore.testing.embeddings import KeyedEmbeddings
+from graphstore.testing.embeddings import HookedEmbeddings, KeyedEmbeddings
 
-PASSAGES = [
-    Node(
-        f"p{i}",
-        f"passage {i}",
-        {"i": i},
-        frozenset({Link.bidir("kw", f"k{i % 9}"), Link.incoming("own", f"p{i}")}),
-    )
-    for i in range(200)
-]
+
+def passages(count: int, keywords: int = 9) -> list[Node]:
+    """Passages with two incoming tags each: a keyword shared by every `keywords`-th passage
+    and one of their own (2 x `count` tag rows, `keywords` + `count` tags)."""
+    return [
+        Node(
+            f"p{i}",
+            f"passage {i}",
+            {"i": i},
+            frozenset({Link.bidir("kw", f"k{i % keywords}"), Link.incoming("own", f"p{i}")}),
+        )
+        for i in range(count)
+    ]
+
+
+PASSAGES = passages(200)
 
 
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-class StoppingEmbeddings(KeyedEmbeddings):
-    """Stops the node while the `stop_on`-th batch is being embedded."""
-
-    def __init__(self, node, stop_on: int) -> None:
-        super().__init__(dimension=8)
-        self.node = node
-        self.stop_on = stop_on
-        self.calls = 0
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        self.calls += 1
-        if self.calls == self.stop_on:
-            self.node.stop()
-        return super().embed_documents(texts)
 
 
 @pytest.mark.cassandra
@@ -61,9 +52,7 @@ def test_stopped_node_fails_the_ingest_and_a_rerun_completes_it_exactly_once(tmp
     with running_cassandra(tmp_path / "node", port=port) as node:
         storage = connect()
         with pytest.raises(StorageError) as error:
-            GraphStore(StoppingEmbeddings(node, stop_on=4), storage, batch_size=20).add_nodes(
-                PASSAGES
-            )
+            GraphStore(HookedEmbeddings({4: node.stop}), storage, batch_size=20).add_nodes(PASSAGES)
         assert "\n" not in str(error.value)
         run_sync(storage.close())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -83,6 +84,9 @@ def test_show_prints_links(ingested, capsys):
         (["ingest", str(SAMPLE), "--links", "telepathy"], "unknown link extractor 'telepathy'"),
         (["search", "x", "-k", "0"], "k must be between 1 and 1000"),
         (["search", "x", "--filter", "nokey"], "--filter expects KEY=VALUE"),
+        (["search", "x", "--filter", "position<=true"], "'$lte' for 'position' takes a number"),
+        (["prompt", "x", "--filter", "<=3"], "--filter expects KEY=VALUE"),
+        (["prompt", "x", "--filter", "position in"], "--filter expects KEY=VALUE"),
     ],
 )
 def test_bad_input_gives_one_line_error_and_changes_nothing(
@@ -184,3 +188,21 @@ def test_search_options_that_do_not_apply_to_the_mode_are_refused(
     argv = ["--store", str(ingested), "search", "q", "--mode", mode, option, "1"]
     assert main(argv) == 2
     assert f"{flag} does not apply to --mode {mode}" in capsys.readouterr().err
+
+
+def test_filter_expressions_narrow_search_and_prompt(ingested, capsys):
+    capsys.readouterr()
+    store = ["--store", str(ingested)]
+    query = "how do I clean up resources when an exception happens"
+    assert main([*store, "search", query, "-k", "8", "--json", "--filter", "position<=2"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert hits
+    assert all(hit["metadata"]["position"] <= 2 for hit in hits)
+    flags = ["--filter", "position in 0,5", "--filter", "source!=classes.html"]
+    assert main([*store, "search", query, "-k", "8", "--json", *flags]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {hit["id"] for hit in hits} == {"errors.html#0", "errors.html#5"}
+    assert main([*store, "prompt", query, "-k", "4", "--filter", "position>=3"]) == 0
+    cited = re.findall(r"\.html#(\d+)", capsys.readouterr().out)
+    assert cited
+    assert all(int(position) >= 3 for position in cited)

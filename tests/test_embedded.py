@@ -9,6 +9,7 @@ import pytest
 
 from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import StoreOpenError
+from graphstore.filters import EVERYTHING
 from graphstore.links import Link
 from graphstore.nodes import Node, StoredNode, unit
 from graphstore.store import run_sync
@@ -47,9 +48,9 @@ def test_a_file_with_tag_rows_keyed_by_tag_still_works(tmp_path: Path):
     assert run_sync(storage.check()) == []
     run_sync(storage.close())
     reopened = EmbeddedStorage(path)
-    hits = run_sync(reopened.search_tag(("kw", "z"), unit([1.0, 0.0]), 5, frozenset()))
+    hits = run_sync(reopened.search_tag(("kw", "z"), unit([1.0, 0.0]), 5, EVERYTHING))
     assert [hit.id for hit in hits] == ["a"]
-    assert run_sync(reopened.search_tag(("kw", "x"), unit([1.0, 0.0]), 5, frozenset())) == []
+    assert run_sync(reopened.search_tag(("kw", "x"), unit([1.0, 0.0]), 5, EVERYTHING)) == []
     run_sync(reopened.close())
 
 
@@ -93,7 +94,7 @@ def test_a_version_1_file_is_upgraded_and_keeps_its_nodes(tmp_path: Path):
     reader = EmbeddedStorage(path)
     run_sync(storage.upsert([stored("new", "x")]))
     run_sync(storage.delete(["old"]))
-    hits = run_sync(reader.search_tag(("kw", "x"), unit([1.0, 0.0]), 5, frozenset()))
+    hits = run_sync(reader.search_tag(("kw", "x"), unit([1.0, 0.0]), 5, EVERYTHING))
     assert [hit.id for hit in hits] == ["new"]
     assert run_sync(reader.check()) == []
     run_sync(storage.close())

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from graphstore.embedded import EmbeddedStorage
+from graphstore.filters import EVERYTHING, Condition, parse_filter
 from graphstore.links import Link
 from graphstore.nodes import Node, StoredNode, unit
 from graphstore.store import run_sync
@@ -91,16 +92,16 @@ def stored(node_id: str, tags: list[str], vector: list[float]) -> StoredNode:
 
 
 def hits(storage: EmbeddedStorage, k: int = 3) -> list[str]:
-    return [hit.stored.node.id for hit in run_sync(storage.search(QUERY, k, frozenset()))]
+    return [hit.stored.node.id for hit in run_sync(storage.search(QUERY, k, EVERYTHING))]
 
 
 def tag_ids(storage: EmbeddedStorage, tag: str) -> list[str]:
-    return [hit.id for hit in run_sync(storage.search_tag(("kw", tag), QUERY, 10, frozenset()))]
+    return [hit.id for hit in run_sync(storage.search_tag(("kw", tag), QUERY, 10, EVERYTHING))]
 
 
 def tag_rows(storage: EmbeddedStorage, tag: str) -> set[tuple[str, float, frozenset]]:
     """Every node under `tag` with its score and outgoing tags (a set: equal scores tie)."""
-    found = run_sync(storage.search_tag(("kw", tag), QUERY, 100, frozenset()))
+    found = run_sync(storage.search_tag(("kw", tag), QUERY, 100, EVERYTHING))
     return {(hit.id, round(hit.similarity, 6), hit.outgoing) for hit in found}
 
 
@@ -171,6 +172,56 @@ def test_many_changes_from_another_process_leave_the_same_index_as_a_fresh_open(
                 run_sync(fresh.close())
     finally:
         other.close()
+    run_sync(mine.close())
+
+
+def pages(
+    storage: EmbeddedStorage, keys: list[tuple[str, str]], where: Condition
+) -> list[list[tuple[str, float, frozenset]]]:
+    """Each tag's 5 nodes nearest to QUERY, with scores and outgoing tags."""
+    found = run_sync(storage.search_tags(keys, QUERY, 5, where))
+    return [[(hit.id, round(hit.similarity, 6), hit.outgoing) for hit in page] for page in found]
+
+
+def test_a_hub_tag_ranks_and_counts_right_while_another_process_changes_it(tmp_path: Path):
+    """A tag on most nodes, searched with one query vector again and again (its scores are
+    kept between a search's queries) and counted from the posting lists, while another
+    process adds, deletes and re-adds nodes under it: always what a fresh open says."""
+    path = tmp_path / "store.db"
+    mine = EmbeddedStorage(path)
+    rng = random.Random(13)
+    ids = [f"n{i}" for i in range(60)]
+
+    def vector() -> list[float]:
+        return [rng.uniform(-1, 1) for _ in range(3)]
+
+    run_sync(mine.upsert([stored(i, ["hub", rng.choice("ab")], vector()) for i in ids]))
+    keys = [("kw", "hub"), ("kw", "a"), ("kw", "b")]
+    by_other = parse_filter({"by": "other"})
+    other = OtherProcess(path)
+    try:
+        for _ in range(10):
+            run_sync(mine.search_hits(QUERY, 5, EVERYTHING))
+            run_sync(mine.search_tags(keys, QUERY, 5, EVERYTHING))
+            gone = rng.sample(ids, 6)
+            other.send(op="delete", ids=gone)
+            other.upsert(
+                *((i, ["hub"] if rng.random() < 0.8 else ["b"], vector()) for i in gone[:4])
+            )
+            fresh = EmbeddedStorage(path)
+            try:
+                for where in (EVERYTHING, by_other):
+                    assert run_sync(mine.tag_sizes(keys, where)) == run_sync(
+                        fresh.tag_sizes(keys, where)
+                    )
+                    assert pages(mine, keys, where) == pages(fresh, keys, where)
+                assert tag_rows(mine, "hub") == tag_rows(fresh, "hub")
+                assert run_sync(mine.stats()) == run_sync(fresh.stats())
+            finally:
+                run_sync(fresh.close())
+    finally:
+        other.close()
+    assert run_sync(mine.check()) == []
     run_sync(mine.close())
 
 
@@ -259,12 +310,13 @@ READ_ONLY_READER = textwrap.dedent(
     import asyncio, json, sys
     from graphstore import StorageError
     from graphstore.embedded import EmbeddedStorage
+    from graphstore.filters import EVERYTHING
     from graphstore.nodes import Node, StoredNode, unit
 
     async def main():
         storage = EmbeddedStorage(sys.argv[1])
         stats = await storage.stats()
-        found = await storage.search(unit([1.0, 0.0, 0.0]), 2, frozenset())
+        found = await storage.search(unit([1.0, 0.0, 0.0]), 2, EVERYTHING)
         problems = await storage.check()
         try:
             await storage.upsert([StoredNode(Node("new", "new"), unit([1.0, 0.0, 0.0]))])

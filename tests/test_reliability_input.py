@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from graphstore import GraphStore, InvalidInputError, Link, Node
-from graphstore.cli import _filter, main
+from graphstore.cli import main
 from graphstore.embedded import EmbeddedStorage
+from graphstore.filter_expressions import filter_of
 from graphstore.links import MAX_TAG_LENGTH
 from graphstore.location import open_storage, redact
 from graphstore.metadata import MAX_DEPTH
@@ -480,7 +481,7 @@ def test_case14_cli_filter_values_are_json_scalars(models, tmp_path, capsys):
 
 
 def test_case14_filter_value_parsing():
-    assert _filter(["n=3", "f=2.5", "b=true", 's="3"', "t=text", "x=NaN", "e=a=b"]) == {
+    assert filter_of(["n=3", "f=2.5", "b=true", 's="3"', "t=text", "x=NaN", "e=a=b"]) == {
         "n": 3,
         "f": 2.5,
         "b": True,

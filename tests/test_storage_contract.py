@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from graphstore.filters import EVERYTHING, parse_filter
 from graphstore.links import Link
-from graphstore.metadata import filter_terms, required_terms
+from graphstore.metadata import filter_terms
 from graphstore.nodes import Node, StoredNode, unit
 from graphstore.storage import Storage
 
@@ -17,9 +18,7 @@ def stored(node_id: str, vector: list[float], links=(), metadata=None, text=None
 
 
 async def tag_ids(storage: Storage, kind: str, tag: str, k: int = 10) -> list[str]:
-    return [
-        hit.id for hit in await storage.search_tag((kind, tag), unit([1, 0, 0]), k, frozenset())
-    ]
+    return [hit.id for hit in await storage.search_tag((kind, tag), unit([1, 0, 0]), k, EVERYTHING)]
 
 
 async def test_round_trip_keeps_text_metadata_types_and_links(backend: Storage):
@@ -63,7 +62,7 @@ async def test_search_tag_finds_incoming_and_bidir_links_only(backend: Storage):
 async def test_tag_rows_carry_embedding_and_outgoing_tags(backend: Storage):
     links = [Link.incoming("kw", "t"), Link.outgoing("kw", "u"), Link.bidir("ent", "v")]
     await backend.upsert([stored("a", [0, 1, 0], links)])
-    [hit] = await backend.search_tag(("kw", "t"), unit([0, 1, 0]), 5, frozenset())
+    [hit] = await backend.search_tag(("kw", "t"), unit([0, 1, 0]), 5, EVERYTHING)
     assert hit.outgoing == {("kw", "u"), ("ent", "v")}
     np.testing.assert_allclose(hit.embedding, unit([0, 1, 0]), atol=1e-6)
     assert hit.similarity == pytest.approx(1.0, abs=1e-5)
@@ -108,9 +107,7 @@ async def test_delete_removes_node_and_every_tag_row(backend: Storage):
     assert await backend.delete(["a", "never-there"]) == 1
     assert await backend.get(["a"]) == []
     assert await tag_ids(backend, "kw", "t") == ["b"]
-    assert [s.stored.node.id for s in await backend.search(unit([1, 0, 0]), 5, frozenset())] == [
-        "b"
-    ]
+    assert [s.stored.node.id for s in await backend.search(unit([1, 0, 0]), 5, EVERYTHING)] == ["b"]
     stats = await backend.stats()
     assert (stats.nodes, stats.tag_rows) == (1, 1)
     assert await backend.check() == []
@@ -125,17 +122,17 @@ async def test_search_ranks_by_cosine_and_limits_to_k(backend: Storage):
             stored("z", [0, 0, 1]),
         ]
     )
-    found = await backend.search(unit([1, 0.1, 0]), 3, frozenset())
+    found = await backend.search(unit([1, 0.1, 0]), 3, EVERYTHING)
     assert [s.stored.node.id for s in found] == ["x", "xy", "y"]
     assert found[0].similarity > found[1].similarity > found[2].similarity
-    hits = await backend.search_hits(unit([1, 0.1, 0]), 3, frozenset())
+    hits = await backend.search_hits(unit([1, 0.1, 0]), 3, EVERYTHING)
     assert [h.id for h in hits] == [s.stored.node.id for s in found]
     assert [h.similarity for h in hits] == pytest.approx([s.similarity for s in found], abs=1e-5)
     assert all(
         np.allclose(h.embedding, s.stored.embedding) for h, s in zip(hits, found, strict=True)
     )
     await backend.delete(["xy"])  # a free slot must never be ranked
-    after = await backend.search_hits(unit([0.1, 0, 1]), 4, frozenset())
+    after = await backend.search_hits(unit([0.1, 0, 1]), 4, EVERYTHING)
     assert [h.id for h in after] == ["z", "x", "y"]
 
 
@@ -162,10 +159,10 @@ async def test_search_and_search_tag_apply_the_same_filter(
             stored("red-list", [0.8, 0.2, 0], tag, {"color": ["green-ish", "red"]}),
         ]
     )
-    terms = required_terms(metadata_filter)
-    by_search = [s.stored.node.id for s in await backend.search(unit([1, 0, 0]), 10, terms)]
-    by_tag = [h.id for h in await backend.search_tag(("kw", "t"), unit([1, 0, 0]), 10, terms)]
-    by_hits = [h.id for h in await backend.search_hits(unit([1, 0, 0]), 10, terms)]
+    where = parse_filter(metadata_filter)
+    by_search = [s.stored.node.id for s in await backend.search(unit([1, 0, 0]), 10, where)]
+    by_tag = [h.id for h in await backend.search_tag(("kw", "t"), unit([1, 0, 0]), 10, where)]
+    by_hits = [h.id for h in await backend.search_hits(unit([1, 0, 0]), 10, where)]
     assert by_search == expected
     assert by_tag == expected
     assert by_hits == expected
@@ -197,7 +194,7 @@ async def test_unicode_and_awkward_tags_round_trip(backend: Storage):
 def test_filter_terms_of_lists_numbers_and_nested_dicts():
     terms = filter_terms({"a": [1, "x"], "b": 2.0, "c": {"d": 1}})
     expected = [{"a": 1}, {"a": "x"}, {"b": 2}, {"c": {"d": 1.0}}, {"c.d": 1}]
-    assert terms == frozenset().union(*(required_terms(f) for f in expected))
+    assert terms == {parse_filter(f).term for f in expected}
 
 
 async def test_filters_reach_into_nested_dicts_and_dicts_in_lists(backend: Storage):
@@ -219,7 +216,7 @@ async def test_filters_reach_into_nested_dicts_and_dicts_in_lists(backend: Stora
     async def ids(metadata_filter):
         return [
             s.stored.node.id
-            for s in await backend.search(unit([1, 0, 0]), 5, required_terms(metadata_filter))
+            for s in await backend.search(unit([1, 0, 0]), 5, parse_filter(metadata_filter))
         ]
 
     assert await ids({"nested.a": 5}) == ["a"]
@@ -239,5 +236,5 @@ async def test_tag_sizes_count_the_nodes_linking_in_that_pass_the_filter(backend
     )
     tags = [("kw", "t"), ("kw", "none")]
     assert await backend.tag_sizes(tags) == {("kw", "t"): 2, ("kw", "none"): 0}
-    red = required_terms({"color": "red"})
+    red = parse_filter({"color": "red"})
     assert await backend.tag_sizes(tags, red) == {("kw", "t"): 1, ("kw", "none"): 0}

@@ -114,6 +114,23 @@ async def test_each_tag_is_queried_once_per_search(backend):
     assert mmr_stats.tag_queries == 6
 
 
+async def test_the_last_selection_is_not_expanded(backend):
+    # Its neighbours could never be returned: a k=1 search asks no tag at all, and a k=2
+    # search only the first selection's tags.
+    nodes = {
+        "A": (norm([1, 0, 0]), [Link.outgoing("kw", "a"), Link.outgoing("kw", "shared")]),
+        "B": (norm([1, 0.3, 0]), [Link.incoming("kw", "a"), Link.outgoing("kw", "b")]),
+        "C": (norm([0, 1, 0]), [Link.incoming("kw", "b"), Link.incoming("kw", "shared")]),
+    }
+    store = await build(backend, nodes)
+    stats = TraversalStats()
+    assert [h.node.id for h in await store.asearch("q", k=1, stats=stats)] == ["A"]
+    assert stats.tag_queries == 0
+    stats = TraversalStats()
+    assert [h.node.id for h in await store.asearch("q", k=2, stats=stats)] == ["A", "C"]
+    assert stats.tag_queries == 2
+
+
 async def test_candidate_found_again_by_a_shorter_path_takes_the_shorter_depth(backend):
     # R1 is selected, then Y (reached from it), then X, found from Y at the depth limit and
     # so not expanded.  R2 then finds X one hop from a root: X takes depth 1 and, though

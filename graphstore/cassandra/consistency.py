@@ -1,88 +1,78 @@
-"""`check` for the Cassandra layout: node rows against tag rows, wherever those are.
+"""Consistency levels per kind of request, and what they let a search see.
 
-A pure function of full scans, so every rule is visible in one place: each node has exactly
-one row per incoming tag, in the place its node row records (a delete looks only there), in a
-bucket readers query, carrying the node's current outgoing tags and filter terms; every tag
-row belongs to a stored node; the directory counts each hot tag's bucket rows exactly.
+A store sends three kinds of request:
+
+- **writes**: each passage's logged batch, and deletes (`write`, default LOCAL_QUORUM);
+- **key reads**: rows by key or whole partitions: a passage's old links read before it is
+  rewritten, the passages a search returns, small tags read whole, tag counts, scans
+  (`read`, default LOCAL_QUORUM);
+- **ANN queries** (roots, and tags too large to read whole): Cassandra 5.0 runs a top-k query
+  at ONE / LOCAL_ONE whatever is asked (it downgrades and warns on every query), so they are
+  sent at that level, LOCAL_ONE when `read` is data-centre local.
+
+With `read` + `write` replicas above the replication factor (QUORUM and QUORUM), a key read
+overlaps every acknowledged write: a passage's old links are never missed when it is
+rewritten, and the passages a search returns are read fresh, so a deleted passage that a
+stale replica still offers to an ANN query is dropped and a changed one is returned as it
+is now.  An ANN query reads one replica, which may lack a write the others acknowledged
+(for milliseconds normally; after a replica was down, until hints or repair reach it), so a
+just-written passage can be missed as a candidate.  `write="ALL"` puts every acknowledged
+write on every replica, so ANN queries see it too (read-your-writes for every search), at
+the price of writes failing while any replica is down.  On one node (replication factor 1)
+every level is the same.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
 
-from graphstore.cassandra.hot_tags import bucket_count
-from graphstore.cassandra.layout import SMALL, placements
-from graphstore.cassandra.rows import tag_map, tag_set
-from graphstore.links import TagKey, decode_links, incoming_tags
+from graphstore.errors import InvalidInputError
+
+LEVELS = (
+    "ONE",
+    "TWO",
+    "THREE",
+    "QUORUM",
+    "ALL",
+    "LOCAL_QUORUM",
+    "EACH_QUORUM",
+    "LOCAL_ONE",
+    "ANY",
+)
+"""Level names accepted (the driver's names); ANY is for writes only."""
+DEFAULT_LEVEL = "LOCAL_QUORUM"
 
 
-def _where(place: int) -> str:
-    return "in the small part" if place == SMALL else f"in bucket {place}"
+def level_name(what: str, name: object, *, write: bool) -> str:
+    """`name` upper-cased if it is a level allowed for `what`, else InvalidInputError."""
+    level = name.upper() if isinstance(name, str) else None
+    if level not in LEVELS or (level == "ANY" and not write):
+        allowed = [n for n in LEVELS if write or n != "ANY"]
+        raise InvalidInputError(f"{what} must be one of {', '.join(allowed)}, got {name!r}")
+    return level
 
 
-def layout_problems(
-    node_rows: Iterable[Any],
-    small_rows: Iterable[Any],
-    hot_rows: Iterable[Any],
-    directory: Mapping[TagKey, int],
-) -> list[str]:
-    """Problems found in scans of the node table (node_id, links, outgoing, filter_terms,
-    tag_buckets), the small parts (kind, tag, buckets, node_id, outgoing, filter_terms), the
-    buckets (kind, tag, bucket, node_id, outgoing, filter_terms) and the directory."""
-    nodes = {}
-    for node_id, links, outgoing, terms, tag_buckets in node_rows:
-        placed = placements(incoming_tags(decode_links(links)), tag_map(tag_buckets))
-        nodes[node_id] = (placed, tag_set(outgoing), frozenset(terms or ()))
-    rows: list[tuple[TagKey, int, str, Any, Any]] = []
-    buckets: dict[TagKey, int] = {}
-    for kind, tag, static, node_id, outgoing, terms in small_rows:
-        buckets[(kind, tag)] = bucket_count(static)
-        if node_id is not None:
-            rows.append(((kind, tag), SMALL, node_id, outgoing, terms))
-    rows.extend(((kind, tag), bucket, *rest) for kind, tag, bucket, *rest in hot_rows)
-    problems: list[str] = []
-    found: dict[str, dict[TagKey, list[int]]] = {}
-    in_buckets: Counter[TagKey] = Counter()
-    for (kind, tag), place, node_id, outgoing, terms in rows:
-        if place != SMALL:
-            in_buckets[(kind, tag)] += 1
-            if place >= buckets.get((kind, tag), 0):
-                problems.append(
-                    f"tag ({kind!r}, {tag!r}) has a row of node {node_id!r} in bucket {place}, "
-                    f"beyond its {buckets.get((kind, tag), 0)} buckets: searches miss it"
-                )
-        if node_id not in nodes:
-            problems.append(f"tag row ({kind!r}, {tag!r}) points at missing node {node_id!r}")
-            continue
-        found.setdefault(node_id, {}).setdefault((kind, tag), []).append(place)
-        _, node_outgoing, node_terms = nodes[node_id]
-        if tag_set(outgoing) != node_outgoing or frozenset(terms or ()) != node_terms:
-            problems.append(
-                f"tag row ({kind!r}, {tag!r}) of node {node_id!r} carries stale "
-                "outgoing tags or filter terms"
-            )
-    for node_id, (placed, _, _) in nodes.items():
-        actual = found.get(node_id, {})
-        if set(placed) != set(actual):
-            problems.append(
-                f"node {node_id!r} has tag rows {sorted(actual)} "
-                f"but incoming links {sorted(placed)}"
-            )
-        for tag, places in sorted(actual.items()):
-            if len(places) > 1:
-                where = ", ".join(_where(place) for place in sorted(places))
-                problems.append(f"node {node_id!r} has {len(places)} rows of tag {tag} ({where})")
-            elif tag in placed and places[0] != placed[tag]:
-                problems.append(
-                    f"node {node_id!r} records its row of tag {tag} {_where(placed[tag])}, "
-                    f"but it is {_where(places[0])}: deleting the node would leave it"
-                )
-    for tag in sorted(in_buckets.keys() | directory.keys()):
-        if in_buckets[tag] != directory.get(tag, 0):
-            problems.append(
-                f"hot tag {tag} holds {in_buckets[tag]} rows in its buckets but the directory "
-                f"counts {directory.get(tag, 0)} (a search weighs the tag by that count)"
-            )
-    return problems
+@dataclass(frozen=True)
+class Consistency:
+    """The levels of a store's writes and key reads (ANN queries follow `read`)."""
+
+    read: str = DEFAULT_LEVEL
+    write: str = DEFAULT_LEVEL
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "read", level_name("read consistency", self.read, write=False))
+        object.__setattr__(self, "write", level_name("write consistency", self.write, write=True))
+
+    @classmethod
+    def of(cls, value: Consistency | str | None) -> Consistency:
+        """A `Consistency`, one level name for both kinds, or None for the defaults."""
+        if value is None:
+            return cls()
+        if isinstance(value, Consistency):
+            return value
+        return cls(read=value, write=value)
+
+    @property
+    def ann(self) -> str:
+        """The level Cassandra 5.0 runs ANN queries at, given `read`."""
+        return "LOCAL_ONE" if self.read.startswith("LOCAL_") else "ONE"

@@ -1,13 +1,22 @@
 """Query templates.
 
 Only the quoted, validated table names (`{nodes}`, `{tags}`, `{hot}`, `{hot_tags}`), `?`
-markers and a `{where}` of `filter_terms CONTAINS ?` conditions are ever formatted in; every
-value is bound.
+markers and a `{where}` of filter restrictions (`graphstore.cassandra.filters`:
+`filter_terms CONTAINS ?` and ranges on range columns, whose names are hashes) are ever
+formatted in; every value is bound.
 """
 
 # Nodes
-SELECT_PLACEMENTS = "SELECT node_id, links, tag_buckets FROM {nodes} WHERE node_id IN ?"
-SELECT_NODES = "SELECT node_id, text, metadata, links, embedding FROM {nodes} WHERE node_id IN ?"
+# Reads by key come in pairs: `IN` (one request for many keys, on one node) and `=` (one per
+# key, each routed to a replica of its row, on a cluster): `Requests.run_keys`.
+SELECT_PLACEMENTS = (
+    "SELECT node_id, links, tag_buckets, filter_terms FROM {nodes} WHERE node_id IN ?",
+    "SELECT node_id, links, tag_buckets, filter_terms FROM {nodes} WHERE node_id = ?",
+)
+SELECT_NODES = (
+    "SELECT node_id, text, metadata, links, embedding FROM {nodes} WHERE node_id IN ?",
+    "SELECT node_id, text, metadata, links, embedding FROM {nodes} WHERE node_id = ?",
+)
 INSERT_NODE = (
     "INSERT INTO {nodes} (node_id, text, metadata, links, embedding, outgoing, filter_terms, "
     "tag_buckets) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
@@ -18,9 +27,11 @@ SEARCH_NODES = (
     "FROM {nodes}{where} ORDER BY embedding ANN OF ? LIMIT ?"
 )
 SEARCH_HITS = (
-    "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?) "
+    "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?), filter_terms "
     "FROM {nodes}{where} ORDER BY embedding ANN OF ? LIMIT ?"
 )
+SCAN_SEARCH = "SELECT node_id, text, metadata, links, embedding FROM {nodes}{where}"
+SCAN_HITS = "SELECT node_id, embedding, outgoing, filter_terms FROM {nodes}{where}"
 
 # Small parts (read whole; the static `buckets` says which buckets a hot tag has)
 INSERT_TAG = (
@@ -29,12 +40,10 @@ INSERT_TAG = (
 )
 DELETE_TAG = "DELETE FROM {tags} WHERE kind = ? AND tag = ? AND node_id = ?"
 READ_TAGS = (
-    "SELECT kind, tag, buckets, node_id, embedding, outgoing FROM {tags} "
-    "WHERE kind IN ? AND tag IN ?"
-)
-READ_TAGS_FILTERED = (
     "SELECT kind, tag, buckets, node_id, embedding, outgoing, filter_terms FROM {tags} "
-    "WHERE kind IN ? AND tag IN ?"
+    "WHERE kind IN ? AND tag IN ?",
+    "SELECT kind, tag, buckets, node_id, embedding, outgoing, filter_terms FROM {tags} "
+    "WHERE kind = ? AND tag = ?",
 )
 READ_TAG_KEYS = "SELECT tag, buckets, node_id, filter_terms FROM {tags} WHERE kind = ? AND tag = ?"
 READ_BUCKETS = "SELECT buckets FROM {tags} WHERE kind = ? AND tag = ? LIMIT 1"
@@ -47,8 +56,16 @@ INSERT_HOT = (
 )
 DELETE_HOT = "DELETE FROM {hot} WHERE kind = ? AND tag = ? AND bucket = ? AND node_id = ?"
 SEARCH_HOT = (
-    "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?) FROM {hot} "
-    "WHERE kind = ? AND tag = ? AND bucket = ?{where} ORDER BY embedding ANN OF ? LIMIT ?"
+    "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?), filter_terms "
+    "FROM {hot} WHERE kind = ? AND tag = ? AND bucket = ?{where} ORDER BY embedding ANN OF ? "
+    "LIMIT ?"
+)
+SCAN_HOT_BUCKET = (
+    "SELECT node_id, embedding, outgoing, filter_terms FROM {hot} "
+    "WHERE kind = ? AND tag = ? AND bucket = ?{where}"
+)
+HOT_MEMBERS = (
+    "SELECT node_id, filter_terms FROM {hot} WHERE kind = ? AND tag = ? AND bucket = ?{where}"
 )
 COUNT_HOT = "SELECT COUNT(*) FROM {hot} WHERE kind = ? AND tag = ? AND bucket = ?{where}"
 ADD_HOT_ROWS = "UPDATE {hot_tags} SET rows = rows + ? WHERE directory = 0 AND kind = ? AND tag = ?"

@@ -18,21 +18,21 @@ def tag_set(values: Any) -> frozenset[TagKey]:
 
 
 def tag_hits(rows: Sequence[Any]) -> list[TagHit]:
-    """Rows of (node_id, embedding, outgoing, similarity_cosine) as hits, best first by the
-    exact score, whatever order the ANN index merge produced."""
+    """Rows of (node_id, embedding, outgoing, similarity_cosine, …) as hits, best first by
+    the exact score, whatever order the ANN index merge produced."""
     hits = [
         TagHit(node_id, as_vector(embedding), tag_set(outgoing), 2.0 * float(score) - 1.0)
-        for node_id, embedding, outgoing, score in rows
+        for node_id, embedding, outgoing, score, *_ in rows
     ]
     return sorted(hits, key=lambda hit: -hit.similarity)
 
 
 def ranked(rows: Sequence[Any], query: Vector, k: int) -> list[TagHit]:
-    """The `k` rows of (node_id, embedding, outgoing) nearest to `query` by exact cosine
+    """The `k` rows of (node_id, embedding, outgoing, …) nearest to `query` by exact cosine
     (ties by id); only those are turned into hits."""
     if not rows:
         return []
-    embeddings = np.stack([as_vector(embedding) for _, embedding, _ in rows])
+    embeddings = np.stack([as_vector(row[1]) for row in rows])
     scores = embeddings @ query
     best = sorted(range(len(rows)), key=lambda i: (-scores[i], rows[i][0]))[:k]
     return [TagHit(rows[i][0], embeddings[i], tag_set(rows[i][2]), float(scores[i])) for i in best]

@@ -21,7 +21,7 @@ SELECT_DIMENSION = (
     "SELECT type FROM system_schema.columns "
     "WHERE keyspace_name = ? AND table_name = ? AND column_name = 'embedding'"
 )
-SELECT_KEYSPACE = "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?"
+SELECT_KEYSPACE = "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?"
 SELECT_TABLE = (
     "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?"
 )
@@ -87,3 +87,18 @@ def replication_cql(replication: Mapping[str, str | int] | None) -> str:
             raise InvalidInputError(f"replication factor for {key!r} must be a positive integer")
         parts.append(f"'{key}': {factor}")
     return "{" + ", ".join(parts) + "}"
+
+
+def replication_factor(replication: Mapping[str, str | int]) -> int:
+    """The most replicas a keyspace keeps of a row in one data centre.
+
+    From a replication map as given to `replication_cql` or as Cassandra reports it
+    (`{'class': '...SimpleStrategy', 'replication_factor': '3'}`; a transient factor reads
+    `'3/1'`, three replicas of which one transient).
+    """
+    factors = [
+        int(str(value).split("/")[0])
+        for key, value in replication.items()
+        if key != "class" and str(value).split("/")[0].isdigit()
+    ]
+    return max(factors, default=1)

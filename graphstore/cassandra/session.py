@@ -1,8 +1,9 @@
 """The thin layer over the driver session: prepared statements, retries, an in-flight bound.
 
-Every query of a store goes through one `Requests`: statements are prepared once and marked
-idempotent, run with one execution profile (tuple rows, LOCAL_QUORUM, a timeout, the retry
-policy below), and at most `max_in_flight` are outstanding across all event loops and threads.
+Every query of a store goes through one `Requests`: statements are prepared once, marked
+idempotent and given the consistency level of their kind (`consistency.Consistency`), run
+with one execution profile (tuple rows, a timeout, the retry policy below), and at most
+`max_in_flight` are outstanding across all event loops and threads.
 """
 
 from __future__ import annotations
@@ -10,20 +11,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cassandra import ConsistencyLevel
+from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, WriteTimeout
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.policies import RetryPolicy
-from cassandra.query import tuple_factory
+from cassandra.query import BatchStatement, BatchType, tuple_factory
 
+from graphstore.cassandra.consistency import Consistency
 from graphstore.errors import InvalidInputError, StorageError
 
 DEFAULT_MAX_IN_FLIGHT = 32
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_RETRIES = 2
+DEFAULT_RETRY_WINDOW = 60.0
+FIRST_PAUSE = 0.25
+LONGEST_PAUSE = 4.0
+REPLICA_ERRORS = (WriteTimeout, ReadTimeout, OperationTimedOut)
+"""Replicas (or the coordinator) that did not answer in time: transient while the cluster
+notices that a node died.  Too few replicas alive (Unavailable) fails at once."""
 
 Decision = tuple[int, Any]
 """A retry policy's answer: RETRY, RETRY_NEXT_HOST or RETHROW, and a consistency level."""
@@ -163,6 +172,18 @@ def one_line(error: BaseException) -> str:
     return text.splitlines()[0]
 
 
+def query_level(query: str, consistency: Consistency) -> int:
+    """The driver's consistency level for a query: ANN, other reads, or writes."""
+    if "ANN OF" in query:
+        name = consistency.ann
+    elif query.lstrip().upper().startswith("SELECT"):
+        name = consistency.read
+    else:
+        name = consistency.write
+    level: int = ConsistencyLevel.name_to_value[name]
+    return level
+
+
 class Requests:
     """Runs a store's statements on a driver session (see the module docstring).
 
@@ -177,16 +198,19 @@ class Requests:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_RETRIES,
+        retry_window: float = DEFAULT_RETRY_WINDOW,
+        consistency: Consistency | None = None,
     ) -> None:
         self.session = session
+        self.retry_window = retry_window
         self.names = dict(names)
+        self.consistency = consistency or Consistency()
         self.gate = InFlightGate(max_in_flight)
         self.lock = threading.RLock()  # schema creation prepares while holding it
         self._statements: dict[str, Any] = {}
         self.profile = session.execution_profile_clone_update(
             EXEC_PROFILE_DEFAULT,
             row_factory=tuple_factory,
-            consistency_level=ConsistencyLevel.LOCAL_QUORUM,
             request_timeout=timeout,
             retry_policy=IdempotentRetryPolicy(max_retries),
         )
@@ -202,10 +226,10 @@ class Requests:
         with self.lock:
             self._statements.clear()
 
-    def cql(self, template: str, terms: int = 0, prefix: str = " AND ") -> str:
-        """Fill a template with the table names and `terms` CONTAINS conditions."""
-        where = prefix + " AND ".join(["filter_terms CONTAINS ?"] * terms) if terms else ""
-        return template.format(**self.names, where=where)
+    def cql(self, template: str, where: str = "", prefix: str = " AND ") -> str:
+        """Fill a template with the table names and `where`, filter conditions made by
+        `graphstore.cassandra.filters` (bind markers and validated column names only)."""
+        return template.format(**self.names, where=prefix + where if where else "")
 
     def prepare(self, query: str) -> Any:
         """The prepared statement for `query`, preparing it on first use (blocking)."""
@@ -214,6 +238,7 @@ class Requests:
             if prepared is None:
                 prepared = self.session.prepare(query)
                 prepared.is_idempotent = True
+                prepared.consistency_level = query_level(query, self.consistency)
                 self._statements[query] = prepared
             return prepared
 
@@ -223,9 +248,9 @@ class Requests:
             self.session.execute(self.prepare(query), values, execution_profile=self.profile)
         )
 
-    async def prepared(self, template: str, terms: int = 0, prefix: str = " AND ") -> Any:
+    async def prepared(self, template: str, where: str = "", prefix: str = " AND ") -> Any:
         """The prepared statement for a filled template, preparing it in a thread if new."""
-        query = self.cql(template, terms, prefix)
+        query = self.cql(template, where, prefix)
         prepared = self._statements.get(query)
         if prepared is not None:
             return prepared
@@ -234,8 +259,39 @@ class Requests:
         except Exception as error:
             raise StorageError(f"Cassandra refused a statement: {one_line(error)}") from error
 
+    def batch(self) -> BatchStatement:
+        """An empty logged batch at the write level (idempotent: its rows carry timestamps)."""
+        level = ConsistencyLevel.name_to_value[self.consistency.write]
+        batch = BatchStatement(batch_type=BatchType.LOGGED, consistency_level=level)
+        batch.is_idempotent = True
+        return batch
+
     async def execute(self, statement: Any, values: Sequence[Any] | None = None) -> list[Any]:
-        """Run one statement under the in-flight bound; return the rows of every page."""
+        """Run one statement under the in-flight bound; return the rows of every page.
+
+        A statement the cluster could not complete because replicas timed out is sent again
+        if it is idempotent (all are but counter increments), after a growing pause, until
+        `retry_window` seconds have passed: the other nodes notice a node that died only after
+        10-30 s, and until then every logged batch whose batchlog they send to it times out.
+        A re-sent statement gets a new client timestamp (the driver's own retries keep
+        theirs); it can only matter against another writer of the same passage at the same
+        moment, which is not isolated anyway.  When no node answers, or too few replicas are
+        alive, the error comes at once.
+        """
+        deadline = time.monotonic() + self.retry_window
+        pause = FIRST_PAUSE
+        while True:
+            try:
+                return await self._execute_once(statement, values)
+            except StorageError as error:
+                transient = isinstance(error.__cause__, REPLICA_ERRORS)
+                idempotent = getattr(statement, "is_idempotent", False)
+                if not (transient and idempotent) or time.monotonic() + pause > deadline:
+                    raise
+            await asyncio.sleep(pause)
+            pause = min(2 * pause, LONGEST_PAUSE)
+
+    async def _execute_once(self, statement: Any, values: Sequence[Any] | None) -> list[Any]:
         loop = asyncio.get_running_loop()
         await self.gate.acquire()
         page = _Page(loop, self.gate)
@@ -257,17 +313,35 @@ class Requests:
         except Exception as error:
             raise StorageError(f"Cassandra request failed: {one_line(error)}") from error
 
-    async def run(self, template: str, values: Sequence[Any], terms: int = 0) -> list[Any]:
+    async def run(
+        self, template: str, values: Sequence[Any], where: str = "", prefix: str = " AND "
+    ) -> list[Any]:
         """Fill, prepare and run a template."""
-        return await self.execute(await self.prepared(template, terms), values)
+        return await self.execute(await self.prepared(template, where, prefix), values)
 
-    async def run_in(self, template: str, keys: Sequence[Any], per_request: int = 100) -> list[Any]:
-        """Run a template whose one marker is an `IN ?` list, `per_request` keys at a time
-        (concurrently); the rows of all.  A request costs the client more than a row."""
-        pages = await asyncio.gather(
-            *(
-                self.run(template, (list(keys[i : i + per_request]),))
-                for i in range(0, len(keys), per_request)
+    @property
+    def one_node(self) -> bool:
+        """Whether the cluster is one node, where one `IN` read beats a request per key."""
+        return len(self.session.cluster.metadata.all_hosts()) <= 1
+
+    async def run_keys(
+        self, templates: tuple[str, str], keys: Sequence[Sequence[Any]], per_request: int = 100
+    ) -> list[Any]:
+        """Rows for each of `keys` (each a tuple of a partition key's values) by a pair of
+        templates, `IN` and `=` (`queries`): on one node, one `IN` request per `per_request`
+        keys (a request costs the client more than a row); on a cluster, one request per
+        key, each routed to a replica of its row.  The rows of all, concurrently."""
+        many, one = templates
+        if not self.one_node:
+            pages = await asyncio.gather(*(self.run(one, tuple(key)) for key in keys))
+        else:
+            chunks = [keys[i : i + per_request] for i in range(0, len(keys), per_request)]
+            pages = await asyncio.gather(
+                *(
+                    self.run(
+                        many, tuple(sorted({key[i] for key in chunk}) for i in range(len(chunk[0])))
+                    )
+                    for chunk in chunks
+                )
             )
-        )
         return [row for rows in pages for row in rows]

@@ -4,13 +4,15 @@
 the bucket of each of its rows in a hot tag); the tag tables hold one row per (incoming tag,
 node) carrying the node's embedding, outgoing tags and filter terms, so a traversal step reads
 no node rows.  A tag's rows are in its small part (`<table>_tags`, no vector index, read whole
-and ranked here) until it turns hot, and in its buckets (`<table>_hot`, SAI-indexed, one
-partition-restricted ANN query each) after: `layout` says where a row goes, `hot_tags` keeps
-the directory of hot tags, `writes` writes, `tag_reads` reads, `consistency` checks.
+and checked against the filter and ranked here) until it turns hot, and in its buckets
+(`<table>_hot`, SAI-indexed, partition-restricted ANN queries) after: `layout` says where a
+row goes, `hot_tags` keeps the directory of hot tags, `writes` writes, `tag_reads` reads,
+`check` compares.
 
 Both partition-restricted ANN and ANN with `CONTAINS` on an SAI `VALUES` index were checked
 on Cassandra 5.0.9.  SAI's `similarity_cosine` is (1 + cos) / 2; scores are mapped back to
-plain cosine so they equal the embedded backend's.
+plain cosine so they equal the embedded backend's.  Filters: `graphstore.cassandra.filters`
+(the queries) and `graphstore.cassandra.ranges` (the range columns they use).
 """
 
 from __future__ import annotations
@@ -23,24 +25,32 @@ from typing import Any
 import numpy as np
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
 from graphstore import vector_codec
-from graphstore.cassandra.consistency import layout_problems
+from graphstore.cassandra.check import layout_problems
+from graphstore.cassandra.consistency import Consistency
+from graphstore.cassandra.filters import Branch, Plan, Ranking, plan, range_columns, top_k
 from graphstore.cassandra.hot_tags import HotTags
 from graphstore.cassandra.layout import TagLayout
 from graphstore.cassandra.queries import (
     READ_HOT_TAGS,
+    SCAN_HITS,
     SCAN_HOT,
+    SCAN_HOT_BUCKET,
     SCAN_HOT_KEYS,
     SCAN_NODE_IDS,
     SCAN_NODES,
+    SCAN_SEARCH,
     SCAN_TAG_KEYS,
     SCAN_TAGS,
     SEARCH_HITS,
+    SEARCH_HOT,
     SEARCH_NODES,
     SELECT_NODES,
 )
-from graphstore.cassandra.rows import stored_node, tag_hits
+from graphstore.cassandra.ranges import MAX_RANGE_COLUMNS, RangeColumns
+from graphstore.cassandra.rows import ranked, stored_node, tag_hits
 from graphstore.cassandra.schema import (
     DDL_TIMEOUT,
     SCHEMA,
@@ -50,10 +60,12 @@ from graphstore.cassandra.schema import (
     UPGRADE,
     VECTOR_TYPE,
     replication_cql,
+    replication_factor,
 )
 from graphstore.cassandra.session import (
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_RETRIES,
+    DEFAULT_RETRY_WINDOW,
     DEFAULT_TIMEOUT,
     Requests,
     one_line,
@@ -62,6 +74,7 @@ from graphstore.cassandra.tag_reads import TagReader
 from graphstore.cassandra.url import DEFAULT_PORT, DEFAULT_TABLE, identifier, parse_url
 from graphstore.cassandra.writes import Writer
 from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
+from graphstore.filters import EVERYTHING, Condition, FilterValues, holds, matches
 from graphstore.links import TagKey
 from graphstore.nodes import StoredNode, TagHit, Vector
 from graphstore.storage import ScoredNode, Storage, StoreStats
@@ -76,9 +89,14 @@ class CassandraStorage(Storage):
       storage is created): the driver's per-element codec made decoding most of a
       traversal's time.
     - Queries run with a clone of the session's default execution profile: tuple rows,
-      LOCAL_QUORUM (read-your-writes within a data centre), `timeout` seconds per request,
-      and `IdempotentRetryPolicy` (up to `max_retries` retries, idempotent statements only;
-      all of ours are marked idempotent).
+      `timeout` seconds per request, and `IdempotentRetryPolicy` (up to `max_retries`
+      retries, idempotent statements only; all of ours are marked idempotent).
+    - `consistency` sets the levels of writes and key reads (default LOCAL_QUORUM for
+      both); ANN queries run at LOCAL_ONE / ONE, the only level Cassandra 5.0 allows them.
+      What a search sees after a write follows from that (`graphstore.cassandra.consistency`):
+      when the keyspace keeps more than one replica, `search` reads the rows it returns
+      again at the read level, as every graph search does at its end, so a deleted passage
+      a stale replica still offers is never returned and a changed one is returned as it is.
     - Writes use the driver's client-side timestamp, fixed when a request is built and kept
       on retries, so a retried batch never duplicates or resurrects rows.  (A session with
       `use_client_timestamp = False` loses that guarantee.)
@@ -97,6 +115,10 @@ class CassandraStorage(Storage):
     - At most `max_in_flight` requests are outstanding at once across all event loops and
       threads; `peak_in_flight` records the most seen.
     - `stats` and `check` scan whole tables: fine for tests and the CLI, not for huge stores.
+    - Filters: equality on the indexed `filter_terms`, ranges on range columns (a pair per
+      metadata key and value type, at most `max_range_columns` pairs, each with four SAI
+      indexes; `graphstore.cassandra.ranges`), the rest checked on rows
+      (`graphstore.cassandra.filters`).
     """
 
     def __init__(
@@ -108,6 +130,9 @@ class CassandraStorage(Storage):
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_RETRIES,
+        retry_window: float = DEFAULT_RETRY_WINDOW,
+        consistency: Consistency | str | None = None,
+        max_range_columns: int = MAX_RANGE_COLUMNS,
         layout: TagLayout | None = None,
     ) -> None:
         vector_codec.install()
@@ -119,7 +144,7 @@ class CassandraStorage(Storage):
         self._schema_ready = False
         names = {
             part: f'"{self.keyspace}"."{self.table}_{part}"'
-            for part in ("nodes", "tags", "hot", "hot_tags")
+            for part in ("nodes", "tags", "hot", "hot_tags", "meta")
         }
         self._requests = Requests(
             session,
@@ -127,16 +152,22 @@ class CassandraStorage(Storage):
             max_in_flight=max_in_flight,
             timeout=timeout,
             max_retries=max_retries,
+            retry_window=retry_window,
+            consistency=Consistency.of(consistency),
         )
+        self._ranges = RangeColumns(self._requests, session, max_range_columns)
         self._hot = HotTags(self._requests, layout or TagLayout())
-        self._writer = Writer(self._requests, self._hot)
-        self._reader = TagReader(self._requests, self._hot)
+        self._writer = Writer(self._requests, self._hot, self._ranges)
+        self._reader = TagReader(self._requests, self._hot, self._bucket_hits, self._plan)
         try:
-            if not self._requests.execute_now(SELECT_KEYSPACE, (self.keyspace,)):
+            keyspace_rows = self._requests.execute_now(SELECT_KEYSPACE, (self.keyspace,))
+            if not keyspace_rows:
                 raise StoreOpenError(
                     f"Cassandra keyspace {self.keyspace!r} does not exist "
                     "(CassandraStorage.connect creates it)"
                 )
+            self.replicas = replication_factor(keyspace_rows[0][0])
+            """Replicas of each row (in one data centre): above 1, ANN results are checked."""
             self._dimension = self._read_dimension()
         except StoreOpenError:
             raise
@@ -163,7 +194,11 @@ class CassandraStorage(Storage):
         """Open a cluster connection, create the keyspace if missing, and own the cluster.
 
         `replication` is the keyspace's replication map (default SimpleStrategy, factor 1);
-        `options` go to the constructor (`max_in_flight`, `timeout`, `max_retries`).
+        an existing keyspace with another replication factor is refused rather than used as
+        if it had the one asked for.  Requests go to a replica of the row they touch
+        (token-aware routing, round robin within the local data centre).  `options` go to
+        the constructor (`consistency`, `max_in_flight`, `timeout`, `max_retries`,
+        `retry_window`).
         """
         keyspace = identifier("keyspace", keyspace)
         identifier("table", table)
@@ -177,7 +212,11 @@ class CassandraStorage(Storage):
                 port=port,
                 auth_provider=auth,
                 ssl_context=ssl_context,
-                execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile()},
+                execution_profiles={
+                    EXEC_PROFILE_DEFAULT: ExecutionProfile(
+                        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy())
+                    )
+                },
             )
         except Exception as error:
             raise StoreOpenError(f"cannot open Cassandra at {where}: {one_line(error)}") from error
@@ -188,6 +227,12 @@ class CassandraStorage(Storage):
                 timeout=DDL_TIMEOUT,
             )
             storage = cls(session, keyspace, table, **options)
+            if replication is not None and storage.replicas != replication_factor(replication):
+                raise StoreOpenError(
+                    f"Cassandra keyspace {keyspace!r} exists with replication factor "
+                    f"{storage.replicas}, not {replication_factor(replication)}: change it with "
+                    "ALTER KEYSPACE, then run a full repair"
+                )
         except (InvalidInputError, StoreOpenError):
             cluster.shutdown()
             raise
@@ -199,8 +244,14 @@ class CassandraStorage(Storage):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> CassandraStorage:
-        """Open `cassandra://[user[:password]@]host[:port][,host…]/keyspace[?table=prefix]`."""
+        """Open `cassandra://[user[:password]@]host[:port][,host…]/keyspace[?options]`.
+
+        The URL's `replication_factor` and consistency options apply unless `options`
+        give `replication` or `consistency`.
+        """
         parsed = parse_url(url)
+        options.setdefault("replication", parsed.replication)
+        options.setdefault("consistency", parsed.consistency)
         return cls.connect(
             parsed.hosts,
             parsed.port,
@@ -271,7 +322,10 @@ class CassandraStorage(Storage):
         with self._requests.lock:
             if self._schema_ready:
                 return
+            new = self._dimension is None
             self._run_ddl([*SCHEMA, *UPGRADE], self._dimension or dimension)
+            if new:
+                self._ranges.mark_new()
             self._dimension = self._read_dimension()
             self._writer.small_as_vectors = self._small_as_vectors()
             self._schema_ready = True
@@ -325,37 +379,109 @@ class CassandraStorage(Storage):
     async def get(self, ids: Sequence[str]) -> list[StoredNode]:
         if self._dimension is None or not ids:
             return []
-        rows = await self._requests.run_in(SELECT_NODES, list(dict.fromkeys(ids)))
+        rows = await self._requests.run_keys(
+            SELECT_NODES, [(node_id,) for node_id in dict.fromkeys(ids)]
+        )
         found = {row[0]: stored_node(row) for row in rows}
         return [found[node_id] for node_id in ids if node_id in found]
 
-    async def search(
-        self, vector: Vector, k: int, filter_terms: frozenset[str]
-    ) -> list[ScoredNode]:
-        if self._dimension is None or k <= 0:
-            return []
-        query = vector.astype(np.float32)
-        terms = sorted(filter_terms)
-        statement = await self._requests.prepared(SEARCH_NODES, len(terms), prefix=" WHERE ")
-        found_rows = await self._requests.execute(statement, (query, *terms, query, k))
-        found = [ScoredNode(stored_node(row), 2.0 * float(row[5]) - 1.0) for row in found_rows]
-        # Best first by the exact score, whatever order the ANN index merge produced.
-        return sorted(found, key=lambda scored: -scored.similarity)
+    async def _plan(self, where: Condition) -> Plan:
+        """The queries for `where`, knowing the range columns other processes added."""
+        await self._ranges.ready()
+        if range_columns(where) - self._ranges.known:
+            await self._ranges.refresh()
+        return plan(where, self._ranges.known, self._ranges.complete)
 
-    async def search_hits(
-        self, vector: Vector, k: int, filter_terms: frozenset[str]
-    ) -> list[TagHit]:
+    async def search(self, vector: Vector, k: int, where: Condition) -> list[ScoredNode]:
         if self._dimension is None or k <= 0:
             return []
         query = vector.astype(np.float32)
-        terms = sorted(filter_terms)
-        statement = await self._requests.prepared(SEARCH_HITS, len(terms), prefix=" WHERE ")
-        return tag_hits(await self._requests.execute(statement, (query, *terms, query, k)))
+
+        async def fetch(branch: Branch, limit: int | None) -> list[ScoredNode]:
+            if limit is None:
+                rows = await self._requests.run(SCAN_SEARCH, branch.values, branch.cql, " WHERE ")
+                scored = [
+                    ScoredNode(item, float(item.embedding @ query))
+                    for item in map(stored_node, rows)
+                ]
+                return sorted(scored, key=lambda found: (-found.similarity, found.stored.node.id))
+            rows = await self._requests.run(
+                SEARCH_NODES, (query, *branch.values, query, limit), branch.cql, " WHERE "
+            )
+            found = [ScoredNode(stored_node(row), 2.0 * float(row[5]) - 1.0) for row in rows]
+            # Best first by the exact score, whatever order the ANN index merge produced.
+            return sorted(found, key=lambda scored: -scored.similarity)
+
+        ranking = Ranking[ScoredNode](
+            lambda found: found.stored.node.id,
+            lambda found: found.similarity,
+            lambda found: matches(where, found.stored.node.metadata),
+        )
+        found = await top_k(await self._plan(where), k, fetch, ranking)
+        return found if self.replicas == 1 else await self._current(found, query, where)
+
+    async def _current(
+        self, found: list[ScoredNode], query: Vector, where: Condition
+    ) -> list[ScoredNode]:
+        """`found` read again at the read level: an ANN query read one replica, which may
+        still hold a passage deleted or changed since (`graphstore.cassandra.consistency`)."""
+        current = await self.get([item.stored.node.id for item in found])
+        rescored = [
+            ScoredNode(stored, float(stored.embedding @ query))
+            for stored in current
+            if matches(where, stored.node.metadata)
+        ]
+        return sorted(rescored, key=lambda item: (-item.similarity, item.stored.node.id))
+
+    async def search_hits(self, vector: Vector, k: int, where: Condition) -> list[TagHit]:
+        if self._dimension is None or k <= 0:
+            return []
+        query = vector.astype(np.float32)
+
+        return await self._hits(query, k, where, (SEARCH_HITS, SCAN_HITS, " WHERE "), ())
+
+    async def _hits(
+        self,
+        query: Vector,
+        k: int,
+        where: Condition,
+        templates: tuple[str, str, str],
+        keys: tuple[Any, ...],
+    ) -> list[TagHit]:
+        """The `k` hits nearest `query` passing `where`: `templates` are an ANN query, the
+        same without ANN (beyond the ANN limit) and the prefix of their filter restrictions,
+        both restricted by the bound `keys` first."""
+        search, scan, prefix = templates
+        terms: dict[str, frozenset[str]] = {}
+
+        async def fetch(branch: Branch, limit: int | None) -> list[TagHit]:
+            if limit is None:
+                rows = await self._requests.run(scan, (*keys, *branch.values), branch.cql, prefix)
+                hits = ranked(rows, query, len(rows))
+            else:
+                bound = (query, *keys, *branch.values, query, limit)
+                rows = await self._requests.run(search, bound, branch.cql, prefix)
+                hits = tag_hits(rows)
+            terms.update((row[0], frozenset(row[-1] or ())) for row in rows)
+            return hits
+
+        ranking = Ranking[TagHit](
+            lambda hit: hit.id,
+            lambda hit: hit.similarity,
+            lambda hit: holds(where, FilterValues.of_terms(terms[hit.id])),
+        )
+        return await top_k(await self._plan(where), k, fetch, ranking)
+
+    async def _bucket_hits(
+        self, query: Vector, k: int, where: Condition, bucket: tuple[str, str, int]
+    ) -> list[TagHit]:
+        """The `k` hits of one hot tag's bucket nearest `query` that pass `where`."""
+        return await self._hits(query, k, where, (SEARCH_HOT, SCAN_HOT_BUCKET, " AND "), bucket)
 
     async def search_tag(
-        self, tag: TagKey, vector: Vector, k: int, filter_terms: frozenset[str]
+        self, tag: TagKey, vector: Vector, k: int, where: Condition
     ) -> list[TagHit]:
-        [hits], _ = await self.search_tags_with_sizes([tag], vector, k, filter_terms)
+        [hits], _ = await self.search_tags_with_sizes([tag], vector, k, where)
         return hits
 
     async def search_tags(
@@ -363,10 +489,10 @@ class CassandraStorage(Storage):
         tags: Sequence[TagKey],
         vector: Vector,
         k: int,
-        filter_terms: frozenset[str],
+        where: Condition,
         concurrency: int = 16,
     ) -> list[list[TagHit]]:
-        hits, _ = await self.search_tags_with_sizes(tags, vector, k, filter_terms, concurrency)
+        hits, _ = await self.search_tags_with_sizes(tags, vector, k, where, concurrency)
         return hits
 
     async def search_tags_with_sizes(
@@ -374,23 +500,23 @@ class CassandraStorage(Storage):
         tags: Sequence[TagKey],
         vector: Vector,
         k: int,
-        filter_terms: frozenset[str],
+        where: Condition,
         concurrency: int = 16,
     ) -> tuple[list[list[TagHit]], dict[TagKey, int]]:
-        """One wave for all `tags` (`tag_reads`): small parts by `IN`, buckets by
-        ANN; the bound on requests is `max_in_flight`, not `concurrency`."""
+        """One wave for all `tags` (`tag_reads`): small parts by `IN`, buckets by ANN; the
+        bound on requests is `max_in_flight`, not `concurrency`."""
         if self._dimension is None or k <= 0:
             return [[] for _ in tags], {}
-        return await self._reader.search(tags, vector.astype(np.float32), k, filter_terms)
+        return await self._reader.search(tags, vector.astype(np.float32), k, where)
 
     async def tag_sizes(
-        self, tags: Sequence[TagKey], filter_terms: frozenset[str] = frozenset()
+        self, tags: Sequence[TagKey], where: Condition = EVERYTHING
     ) -> dict[TagKey, int]:
-        """Each small part read (keys only), plus each hot tag's directory count (or, with a
-        filter, a count per bucket), concurrently."""
+        """Each small part read (keys only) and checked here, plus each hot tag's directory
+        count (or, with a filter, counts per bucket), concurrently."""
         if self._dimension is None:
             return dict.fromkeys(tags, 0)
-        return await self._reader.sizes(tags, filter_terms)
+        return await self._reader.sizes(tags, where)
 
     async def stats(self, top_tags: int = 20) -> StoreStats:
         """Counts by full scans of both tables (see the class docstring)."""
@@ -444,10 +570,11 @@ class CassandraStorage(Storage):
 
         def drop_tables() -> None:
             with self._requests.lock:
-                for part in ("nodes", "tags", "hot", "hot_tags"):
-                    table = self._requests.names[part]
-                    self.session.execute(f"DROP TABLE IF EXISTS {table}", timeout=DDL_TIMEOUT)
+                names = self._requests.names
+                for part in ("nodes", "tags", "hot", "hot_tags", "meta"):
+                    self.session.execute(f"DROP TABLE IF EXISTS {names[part]}", timeout=DDL_TIMEOUT)
                 self._requests.forget()
+                self._ranges.reset()
                 self._hot.forget()
                 self._dimension = None
                 self._schema_ready = False

@@ -1,18 +1,25 @@
-"""Where a Cassandra store lives: the `cassandra://` URL and checked CQL identifiers."""
+"""Where a Cassandra store lives: the `cassandra://` URL and checked CQL identifiers.
+
+Options: `table=prefix`, `replication_factor=N` (a new keyspace's SimpleStrategy factor),
+`consistency=LEVEL` (writes and key reads), `read_consistency=` and `write_consistency=`
+(one kind each, over `consistency`).  Each is validated; none reaches CQL unchecked.
+"""
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from graphstore.cassandra.consistency import DEFAULT_LEVEL, Consistency
 from graphstore.errors import InvalidInputError
 
 DEFAULT_PORT = 9042
 DEFAULT_TABLE = "graphstore"
 PASSWORD_ENV = "GRAPHSTORE_CASSANDRA_PASSWORD"
+OPTIONS = ("table", "replication_factor", "consistency", "read_consistency", "write_consistency")
 IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
 
 
@@ -28,7 +35,7 @@ def identifier(what: str, name: Any) -> str:
 
 @dataclass(frozen=True)
 class CassandraURL:
-    """The parts of `cassandra://[user[:password]@]host[:port][,host…]/keyspace[?table=…]`."""
+    """The parts of `cassandra://[user[:password]@]host[:port][,host…]/keyspace[?options]`."""
 
     hosts: list[str]
     port: int
@@ -36,11 +43,14 @@ class CassandraURL:
     table: str
     username: str | None
     password: str | None
+    replication: dict[str, str | int] | None = None
+    consistency: Consistency = field(default_factory=Consistency)
 
     def __repr__(self) -> str:  # never show the password
         return (
             f"CassandraURL(hosts={self.hosts!r}, port={self.port}, keyspace={self.keyspace!r}, "
-            f"table={self.table!r}, username={self.username!r})"
+            f"table={self.table!r}, username={self.username!r}, "
+            f"replication={self.replication!r}, consistency={self.consistency!r})"
         )
 
 
@@ -76,10 +86,15 @@ def parse_url(url: str) -> CassandraURL:
     if not keyspace:
         raise InvalidInputError("a cassandra:// URL must name a keyspace: cassandra://host/ks")
     query = parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(query) - {"table"})
+    unknown = sorted(set(query) - set(OPTIONS))
     if unknown:
         raise InvalidInputError(f"unknown cassandra:// URL option(s): {', '.join(unknown)}")
     table = query.get("table", [DEFAULT_TABLE])[-1]
+    both = query.get("consistency", [DEFAULT_LEVEL])[-1]
+    consistency = Consistency(
+        read=query.get("read_consistency", [both])[-1],
+        write=query.get("write_consistency", [both])[-1],
+    )
     return CassandraURL(
         hosts=hosts,
         port=ports.pop(),
@@ -87,7 +102,20 @@ def parse_url(url: str) -> CassandraURL:
         table=identifier("table", table),
         username=username,
         password=password,
+        replication=_replication(query.get("replication_factor", [None])[-1]),
+        consistency=consistency,
     )
+
+
+def _replication(factor: str | None) -> dict[str, str | int] | None:
+    """SimpleStrategy with the URL's `replication_factor`, or None when not given."""
+    if factor is None:
+        return None
+    if not (factor.isdigit() and 0 < int(factor) < 100):
+        raise InvalidInputError(
+            f"replication_factor in a cassandra:// URL must be a number 1-99, got {factor!r}"
+        )
+    return {"class": "SimpleStrategy", "replication_factor": int(factor)}
 
 
 def _host_port(item: str) -> tuple[str, int]:

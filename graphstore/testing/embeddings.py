@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -35,3 +35,21 @@ class KeyedEmbeddings(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         """The same vector a document with this text gets."""
         return self._embed(text)
+
+
+class HookedEmbeddings(KeyedEmbeddings):
+    """`KeyedEmbeddings` that run an action while the n-th batch (from 1) is being embedded:
+    a node stopped, killed or restarted at a known point of an ingest."""
+
+    def __init__(self, actions: Mapping[int, Callable[[], object]], dimension: int = 8) -> None:
+        super().__init__(dimension=dimension)
+        self.actions = dict(actions)
+        self.calls = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Run this batch's action, if any, then embed as `KeyedEmbeddings` does."""
+        self.calls += 1
+        action = self.actions.get(self.calls)
+        if action is not None:
+            action()
+        return super().embed_documents(texts)

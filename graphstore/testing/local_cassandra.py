@@ -1,4 +1,4 @@
-"""Launch a real single-node Apache Cassandra 5.0 for tests, CI and benchmarks.
+"""Launch real Apache Cassandra 5.0 nodes (one, or a local cluster) for tests, CI and benchmarks.
 
 Cassandra is not installed system-wide: the first start resolves ``cassandra-all``
 and its runtime jars from Maven Central with ``mvn`` (see ``cassandra/pom.xml``,
@@ -19,7 +19,12 @@ Library use::
 
 Command line (``start`` returns once CQL answers and leaves the node running)::
 
-    python -m graphstore.testing.local_cassandra start|stop|status [--dir D] [--port 9042]
+    python -m graphstore.testing.local_cassandra start|stop|kill|status [--dir D] [--port 9042]
+
+A cluster of N nodes on 127.0.0.2, .3, ... (``graphstore.testing.local_cluster``), and one
+of its nodes stopped, killed (SIGKILL) or started again::
+
+    python -m graphstore.testing.local_cassandra start|stop|kill|status --nodes 3 [--node I]
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 HOST = "127.0.0.1"
@@ -113,14 +118,16 @@ JPMS_OPTIONS = [f"--add-exports={p}=ALL-UNNAMED" for p in ADD_EXPORTS] + [
 
 CASSANDRA_YAML = """\
 # Written by graphstore.testing.local_cassandra on every start; edits are lost.
-cluster_name: graphstore-test
+cluster_name: {cluster_name}
 num_tokens: 16
+allocate_tokens_for_local_replication_factor: 3
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
 endpoint_snitch: SimpleSnitch
+dynamic_snitch: {dynamic_snitch}
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: "{host}:{storage_port}"
+      - seeds: "{seeds}"
 listen_address: {host}
 rpc_address: {host}
 storage_port: {storage_port}
@@ -141,8 +148,9 @@ hints_directory: {node_dir}/hints
 cdc_raw_directory: {node_dir}/cdc_raw
 commitlog_sync: periodic
 commitlog_sync_period: 10000ms
-# Sized for a ~1 GB heap on a small machine.
-memtable_heap_space: 128MiB
+hinted_handoff_enabled: {hinted_handoff}
+# An eighth of the heap each (128 MiB for 1 GB), for a small heap on a small machine.
+memtable_heap_space: {buffer_mib}MiB
 key_cache_size: 16MiB
 concurrent_compactors: 1
 # jvector (SAI vector indexes) in Cassandra 5.0.9 lets at most availableProcessors + 1
@@ -155,7 +163,7 @@ concurrent_writes: {concurrent_writes}
 # per incoming tag: 20 tags of 1536-d vectors are ~120 KiB, over the 50 KiB default.
 batch_size_fail_threshold: 1024KiB
 sai_options:
-  segment_write_buffer_size: 128MiB
+  segment_write_buffer_size: {buffer_mib}MiB
 """
 
 
@@ -266,14 +274,48 @@ def _free_port() -> int:
         return port
 
 
-def _port_in_use(port: int) -> bool:
+def _port_in_use(port: int, host: str = HOST) -> bool:
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((HOST, port))
+            s.bind((host, port))
         except OSError:
             return True
     return False
+
+
+def _mebibytes(size: str) -> int:
+    """A JVM size (``512M``, ``1G``) in MiB."""
+    match = re.fullmatch(r"(\d+)([mMgG])", size)
+    if match is None:
+        raise CassandraError(f"heap must look like 512M or 1G, got {size!r}")
+    return int(match.group(1)) * (1024 if match.group(2) in "gG" else 1)
+
+
+def ensure_loopback_address(address: str) -> None:
+    """Make sure a loopback address can be bound, adding it to ``lo`` only when missing.
+
+    Linux routes all of 127.0.0.0/8 to ``lo``, so 127.0.0.2 usually binds as it is; where
+    it does not (a host with only 127.0.0.1/32, macOS), ``ip addr add`` needs root.
+    """
+    if _bindable(address):
+        return
+    ip = shutil.which("ip")
+    command = ["ip", "addr", "add", f"{address}/32", "dev", "lo"]
+    if ip is not None and os.geteuid() == 0:
+        subprocess.run([ip, *command[1:]], check=False, capture_output=True)
+        if _bindable(address):
+            return
+    raise CassandraError(f"cannot bind {address}; add it to the loopback: {' '.join(command)}")
+
+
+def _bindable(address: str) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((address, 0))
+        except OSError:
+            return False
+    return True
 
 
 def cql_ready(port: int = DEFAULT_PORT, host: str = HOST, timeout: float = 2.0) -> bool:
@@ -312,7 +354,12 @@ def _alive(pid: int) -> bool:
 
 
 class CassandraNode:
-    """One single-node Cassandra cluster living in ``node_dir``, serving CQL on ``port``."""
+    """One Cassandra node living in ``node_dir``, serving CQL on ``host:port``.
+
+    Alone (``seeds`` None) it is a single-node cluster gossiping on a free port; as part of
+    a :class:`~graphstore.testing.local_cluster.CassandraCluster` it gets a fixed
+    ``storage_port`` and the seed's address.
+    """
 
     def __init__(
         self,
@@ -320,12 +367,26 @@ class CassandraNode:
         port: int = DEFAULT_PORT,
         heap: str = DEFAULT_HEAP,
         authenticator: str = "AllowAllAuthenticator",
+        *,
+        host: str = HOST,
+        storage_port: int | None = None,
+        seeds: str | None = None,
+        cluster_name: str = "graphstore-test",
+        hinted_handoff: bool = True,
+        dynamic_snitch: bool = True,
+        jvm_options: Sequence[str] = (),
     ) -> None:
         self.node_dir = Path(node_dir).expanduser().resolve()
-        self.host = HOST
+        self.host = host
         self.port = port
         self.heap = heap
         self.authenticator = authenticator
+        self.storage_port = storage_port
+        self.seeds = seeds
+        self.cluster_name = cluster_name
+        self.hinted_handoff = hinted_handoff
+        self.dynamic_snitch = dynamic_snitch
+        self.jvm_options = list(jvm_options)
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -364,6 +425,7 @@ class CassandraNode:
 
     def write_config(self, storage_port: int) -> Path:
         """Write ``cassandra.yaml`` into the node directory and return its path."""
+        heap_mib = _mebibytes(self.heap)
         for sub in ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "triggers"):
             (self.node_dir / sub).mkdir(parents=True, exist_ok=True)
         path = self.node_dir / "cassandra.yaml"
@@ -372,6 +434,11 @@ class CassandraNode:
                 host=self.host,
                 port=self.port,
                 storage_port=storage_port,
+                seeds=self.seeds or f"{self.host}:{storage_port}",
+                cluster_name=self.cluster_name,
+                hinted_handoff=str(self.hinted_handoff).lower(),
+                dynamic_snitch=str(self.dynamic_snitch).lower(),
+                buffer_mib=max(32, heap_mib // 8),
                 node_dir=self.node_dir,
                 authenticator=self.authenticator,
                 concurrent_writes=_processors() + 1,
@@ -390,6 +457,7 @@ class CassandraNode:
             f"-Xmx{self.heap}",
             f"-XX:ActiveProcessorCount={_processors()}",  # see concurrent_writes in the yaml
             *JVM_OPTIONS,
+            *self.jvm_options,
             *JPMS_OPTIONS,
             f"-javaagent:{jamm}",  # jamm measures on-heap memtable sizes
             f"-Dcassandra.config={config.as_uri()}",
@@ -411,11 +479,13 @@ class CassandraNode:
         """
         if self.is_running():
             raise CassandraError(f"Cassandra already runs in {self.node_dir} (pid {self.pid})")
-        if _port_in_use(self.port):
-            raise CassandraError(f"port {self.host}:{self.port} is already in use")
+        ensure_loopback_address(self.host)
+        for port in (self.port, self.storage_port):
+            if port is not None and _port_in_use(port, self.host):
+                raise CassandraError(f"port {self.host}:{port} is already in use")
         java = find_java()
         lib = ensure_jars(java)
-        config = self.write_config(storage_port=_free_port())
+        config = self.write_config(storage_port=self.storage_port or _free_port())
         with open(self.stdout_log, "wb") as out:
             self._proc = subprocess.Popen(
                 self.command(java, lib, config),
@@ -488,48 +558,68 @@ def running_cassandra(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: ``start`` (detached, waits for CQL), ``stop`` and ``status`` (exit 1 when down)."""
+    """CLI: ``start`` (detached, waits for CQL), ``stop``, ``kill`` and ``status`` (exit 1
+    when down), of the single node or, with ``--nodes N``, of an N-node cluster."""
     parser = argparse.ArgumentParser(
         prog="python -m graphstore.testing.local_cassandra", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument("action", choices=["start", "stop", "kill", "status"])
     parser.add_argument(
-        "--dir",
-        type=Path,
-        default=DEFAULT_NODE_DIR,
-        help=f"node directory (default {DEFAULT_NODE_DIR})",
+        "--nodes",
+        type=int,
+        default=1,
+        help="above 1: a cluster of that many nodes (default dir ~/.cache/graphstore/cluster)",
+    )
+    parser.add_argument("--node", type=int, help="one node of the cluster (1 = the seed)")
+    parser.add_argument(
+        "--dir", type=Path, help=f"node or cluster directory (default {DEFAULT_NODE_DIR})"
     )
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"CQL port (default {DEFAULT_PORT})"
     )
     parser.add_argument(
-        "--heap", default=DEFAULT_HEAP, help=f"JVM heap, -Xms/-Xmx (default {DEFAULT_HEAP})"
+        "--address", help="a cluster's first address (default 127.0.0.2, then .3, .4, ...)"
+    )
+    parser.add_argument(
+        "--heap", help=f"JVM heap, -Xms/-Xmx (default {DEFAULT_HEAP}; 512M per cluster node)"
     )
     parser.add_argument(
         "--timeout", type=float, default=START_TIMEOUT, help="seconds to wait for CQL on start"
     )
     args = parser.parse_args(argv)
-    node = CassandraNode(args.dir, port=args.port, heap=args.heap)
     try:
-        if args.action == "start":
-            began = time.monotonic()
-            node.start(timeout=args.timeout)
-            print(
-                f"Cassandra {cassandra_version()} up on {node.host}:{node.port} "
-                f"(pid {node.pid}, dir {node.node_dir}) in {time.monotonic() - began:.1f}s"
-            )
-        elif args.action == "stop":
-            pid = node.pid
-            node.stop()
-            print(f"stopped pid {pid}" if pid else f"not running in {node.node_dir}")
-        else:
-            pid, ready = node.pid, node.is_ready()
-            answer = "answering" if ready else "not answering"
-            print(f"pid: {pid or 'none'}; CQL on {node.host}:{node.port}: {answer}")
-            return 0 if pid and ready else 1
+        if args.nodes > 1 or args.node is not None:
+            from graphstore.testing.local_cluster import cluster_command
+
+            return cluster_command(args)
+        return _node_command(args)
     except CassandraError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+
+
+def _node_command(args: argparse.Namespace) -> int:
+    """One action on the single node."""
+    node = CassandraNode(
+        args.dir or DEFAULT_NODE_DIR, port=args.port, heap=args.heap or DEFAULT_HEAP
+    )
+    if args.action == "start":
+        began = time.monotonic()
+        node.start(timeout=args.timeout)
+        print(
+            f"Cassandra {cassandra_version()} up on {node.host}:{node.port} "
+            f"(pid {node.pid}, dir {node.node_dir}) in {time.monotonic() - began:.1f}s"
+        )
+    elif args.action in ("stop", "kill"):
+        pid = node.pid
+        node.stop(grace=0 if args.action == "kill" else STOP_GRACE)
+        done = "stopped" if args.action == "stop" else "killed"
+        print(f"{done} pid {pid}" if pid else f"not running in {node.node_dir}")
+    else:
+        pid, ready = node.pid, node.is_ready()
+        answer = "answering" if ready else "not answering"
+        print(f"pid: {pid or 'none'}; CQL on {node.host}:{node.port}: {answer}")
+        return 0 if pid and ready else 1
     return 0
 
 

@@ -1,0 +1,97 @@
+"""Card files: Markdown with YAML front matter, or YAML, one card a file (a YAML file may
+hold a list of cards).
+
+```markdown
+---
+name: 孙悟空
+kind: character
+aliases: [行者, 悟空, 大圣]
+attributes:
+  称号:
+    - {value: 美猴王, chapter: 1}
+    - {value: 齐天大圣, chapter: 4}
+  兵器: {value: 如意金箍棒, chapter: 3}
+  出身: 花果山仙石      # no chapter: true from the start
+---
+The body is the card's description.
+```
+
+Every file of a folder is read and checked before any card is stored; a bad one stops the
+ingest with one line naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from graphstore.cards import Card, card_from_mapping, check_names
+from graphstore.errors import InvalidInputError
+from graphstore.splitting import read_text
+
+MARKDOWN = (".md", ".markdown")
+YAML = (".yaml", ".yml")
+
+
+def _yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or "cannot be parsed"
+        raise InvalidInputError(f"{source}: not valid YAML{where}: {problem}") from error
+
+
+def parse_markdown_card(text: str, source: str) -> Card:
+    """A card from Markdown: front matter between `---` lines, the body as description."""
+    lines = text.split("\n")
+    if lines[0].strip() != "---":
+        raise InvalidInputError(f"{source}: a Markdown card starts with a front matter line ---")
+    end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() == "---"), None)
+    if end is None:
+        raise InvalidInputError(f"{source}: the front matter has no closing --- line")
+    fields = _yaml("\n".join(lines[1:end]), source)
+    body = "\n".join(lines[end + 1 :]).strip()
+    if isinstance(fields, dict) and body:
+        if fields.get("description"):
+            raise InvalidInputError(f"{source}: a description in the front matter and a body")
+        fields = {**fields, "description": body}
+    return card_from_mapping(fields, source)
+
+
+def parse_yaml_cards(text: str, source: str) -> list[Card]:
+    """The card, or list of cards, of a YAML document."""
+    data = _yaml(text, source)
+    listed = data if isinstance(data, list) else [data]
+    if len(listed) == 1:
+        return [card_from_mapping(listed[0], source)]
+    return [
+        replace(card_from_mapping(item, f"{source}[{n}]"), source=source)
+        for n, item in enumerate(listed)
+    ]
+
+
+def read_cards(folder: Path, source_name: Callable[[Path], str]) -> list[Card]:
+    """Every card under `folder` (`.md`, `.markdown`, `.yaml`, `.yml`), checked, with no two
+    sharing a name or alias; `source_name` names a file as passage ids do."""
+    if not folder.is_dir():
+        raise InvalidInputError(f"{folder} is not a folder of cards")
+    files = sorted(
+        p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in MARKDOWN + YAML
+    )
+    if not files:
+        raise InvalidInputError(f"no card files (.md, .yaml) in {folder}")
+    cards: list[Card] = []
+    for path in files:
+        source = source_name(path)
+        text = read_text(path)
+        if path.suffix.lower() in MARKDOWN:
+            cards.append(parse_markdown_card(text, source))
+        else:
+            cards.extend(parse_yaml_cards(text, source))
+    return check_names(cards)

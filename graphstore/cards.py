@@ -1,0 +1,256 @@
+"""Entity cards: a writer's world bible, one card per character, place, organization or item.
+
+A card has a name, aliases (行者 = 孙悟空), a kind, a description and attributes whose
+values may change as the story goes on: each value optionally says the chapter from which
+it holds.  Rendered "as of" chapter N, a card shows per attribute the latest value whose
+chapter is N or earlier (a value without a chapter holds from the start), so nothing a
+later chapter establishes leaks into a prompt for an earlier one.
+
+A card is stored as a passage of its own (metadata `kind: card`, id `card:<name>`) that
+links in to the tag `(card, <name>)`; a passage naming the entity, or any alias, links out
+to it (`card_mentions`, the mention extractor fed from the cards).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from extractors.mentions import MentionLinkExtractor
+from extractors.normalize import is_cjk, normalize_tag
+from graphstore.chapters import check_chapter
+from graphstore.errors import InvalidInputError
+from graphstore.links import TagKey
+from graphstore.nodes import Node
+
+CARD = "card"
+"""The metadata `kind` of a card passage, and the link kind of its tag."""
+FIELDS = ("name", "aliases", "kind", "attributes", "description")
+MAX_NAME = 200
+DATED = {"value", "chapter"}
+Scalar = str | int | float | bool
+Value = Scalar | list[Scalar]
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One value of an attribute, true from `chapter` on (from the start when None)."""
+
+    value: Value
+    chapter: int | None = None
+
+
+@dataclass(frozen=True)
+class Card:
+    """One entity of the story world."""
+
+    name: str
+    kind: str = ""
+    aliases: tuple[str, ...] = ()
+    attributes: tuple[tuple[str, tuple[Fact, ...]], ...] = ()
+    description: str = ""
+    source: str = ""
+
+    @property
+    def id(self) -> str:
+        """The card's passage id: the same for every spelling of the name that folds alike."""
+        return card_id(self.name)
+
+    @property
+    def tag(self) -> TagKey:
+        """The tag the card defines and passages naming the entity link out to."""
+        return (CARD, normalize_tag(self.name))
+
+
+def card_id(name: str) -> str:
+    """The passage id of the card named `name`."""
+    return f"{CARD}:{normalize_tag(name)}"
+
+
+def is_card(node: Node) -> bool:
+    """Whether a stored passage is a card."""
+    return node.metadata.get("kind") == CARD
+
+
+def _text(where: str, value: Any, *, limit: int | None = None) -> str:
+    if not isinstance(value, str) or not normalize_tag(value):
+        raise InvalidInputError(f"{where} must be non-empty text, not {value!r}")
+    if limit is not None and len(value) > limit:
+        raise InvalidInputError(f"{where} is {len(value)} characters long; the limit is {limit}")
+    return value.strip()
+
+
+def _value(where: str, value: Any) -> Value:
+    items = value if isinstance(value, list) else [value]
+    for item in items or [None]:
+        if (
+            not isinstance(item, (str, int, float, bool))
+            or (isinstance(item, str) and not item.strip())
+            or (isinstance(item, float) and not math.isfinite(item))
+        ):
+            raise InvalidInputError(
+                f"{where} must be text, a number, true/false or a list of them, not {item!r}"
+            )
+    return list(items) if isinstance(value, list) else value
+
+
+def _facts(where: str, given: Any) -> tuple[Fact, ...]:
+    """An attribute's history: a plain value, one `{value, chapter}`, or a list of those."""
+    listed = given if isinstance(given, list) else [given]
+    if not (isinstance(given, Mapping) or (listed and all(isinstance(x, Mapping) for x in listed))):
+        return (Fact(_value(where, given)),)
+    facts: list[Fact] = []
+    for entry in listed:
+        if not isinstance(entry, Mapping) or "value" not in entry or set(entry) - DATED:
+            raise InvalidInputError(f"{where}: each dated value is {{value: …, chapter: N}}")
+        chapter = entry.get("chapter")
+        if chapter is not None:
+            check_chapter(f"{where}: chapter", chapter)
+        if any(fact.chapter == chapter for fact in facts):
+            when = "without a chapter" if chapter is None else f"for chapter {chapter}"
+            raise InvalidInputError(f"{where} has two values {when}")
+        facts.append(Fact(_value(where, entry["value"]), chapter))
+    return tuple(sorted(facts, key=lambda fact: -1 if fact.chapter is None else fact.chapter))
+
+
+def card_from_mapping(data: Any, source: str = "") -> Card:
+    """A validated card from its fields (a card file's front matter, a tool call)."""
+    where = f"{source}: " if source else ""
+    if not isinstance(data, Mapping):
+        raise InvalidInputError(f"{where}a card is a mapping of {', '.join(FIELDS)}")
+    unknown = sorted(str(key) for key in data if key not in FIELDS)
+    if unknown:
+        fields = ", ".join(FIELDS)
+        raise InvalidInputError(f"{where}unknown card field {unknown[0]!r}; use {fields}")
+    name = _text(f"{where}name", data.get("name"), limit=MAX_NAME)
+    aliases_given = data.get("aliases") or []
+    if isinstance(aliases_given, str):
+        aliases_given = [aliases_given]
+    if not isinstance(aliases_given, list):
+        raise InvalidInputError(f"{where}aliases must be a list of names")
+    aliases = [_text(f"{where}alias", alias, limit=MAX_NAME) for alias in aliases_given]
+    kind = data.get("kind") or ""
+    description = data.get("description") or ""
+    for field, text in (("kind", kind), ("description", description)):
+        if not isinstance(text, str):
+            raise InvalidInputError(f"{where}{field} must be text, not {text!r}")
+    attributes = data.get("attributes") or {}
+    if not isinstance(attributes, Mapping):
+        raise InvalidInputError(f"{where}attributes must be a mapping of name to value")
+    checked = tuple(
+        (_text(f"{where}attribute name", key), _facts(f"{where}attribute {key}", value))
+        for key, value in attributes.items()
+    )
+    folded = normalize_tag(name)
+    unique = tuple(dict.fromkeys(a for a in aliases if normalize_tag(a) != folded))
+    return Card(name, kind.strip(), unique, checked, description.strip(), source)
+
+
+def check_names(cards: Iterable[Card]) -> list[Card]:
+    """`cards`, or a one-line error when two of them share a name or an alias."""
+    owner: dict[str, Card] = {}
+    listed = list(cards)
+    for card in listed:
+        for alias in (card.name, *card.aliases):
+            other = owner.setdefault(normalize_tag(alias), card)
+            if other.name != card.name:
+                where = f" ({other.source})" if other.source else ""
+                raise InvalidInputError(
+                    f"{card.source or card.name}: {alias!r} already names {other.name!r}{where}"
+                )
+    return listed
+
+
+def _join(items: Sequence[Scalar]) -> str:
+    texts = [str(item) for item in items]
+    return ("、" if any(is_cjk(char) for text in texts for char in text) else ", ").join(texts)
+
+
+def _shown(value: Value) -> str:
+    return _join(value) if isinstance(value, list) else str(value)
+
+
+def fact_as_of(facts: Sequence[Fact], chapter: int | None) -> Fact | None:
+    """The value that holds in `chapter` (the latest dated one when None), if any does."""
+    holding = [f for f in facts if f.chapter is None or chapter is None or f.chapter <= chapter]
+    return holding[-1] if holding else None
+
+
+def _heading(card: Card) -> str:
+    kind = f"{card.kind}; " if card.kind else ""
+    also = f"also {_join(card.aliases)}" if card.aliases else ""
+    inside = f"{kind}{also}".rstrip("; ")
+    return f"{card.name} ({inside})" if inside else card.name
+
+
+def render_card(card: Card, as_of_chapter: int | None = None) -> str:
+    """The card as a prompt shows it: per attribute the value that holds in `as_of_chapter`
+    (the latest when None); attributes with no value yet are left out."""
+    lines = [_heading(card)]
+    for name, facts in card.attributes:
+        fact = fact_as_of(facts, as_of_chapter)
+        if fact is not None:
+            lines.append(f"{name}: {_shown(fact.value)}")
+    if card.description:
+        lines.append(card.description)
+    return "\n".join(lines)
+
+
+def card_history(card: Card) -> str:
+    """The card with every value and the chapter it holds from: the stored, embedded text."""
+    lines = [_heading(card)]
+    for name, facts in card.attributes:
+        shown = [
+            _shown(f.value) + ("" if f.chapter is None else f" (chapter {f.chapter})")
+            for f in facts
+        ]
+        lines.append(f"{name}: {'; '.join(shown)}")
+    if card.description:
+        lines.append(card.description)
+    return "\n".join(lines)
+
+
+def _dated(fact: Fact) -> dict[str, Any]:
+    return {"value": fact.value} | ({} if fact.chapter is None else {"chapter": fact.chapter})
+
+
+def card_metadata(card: Card) -> dict[str, Any]:
+    """The card's fields as passage metadata (no `chapter`: a card is of every chapter)."""
+    return {
+        "kind": CARD,
+        "name": card.name,
+        "entity_kind": card.kind,
+        "aliases": list(card.aliases),
+        "attributes": {name: [_dated(fact) for fact in facts] for name, facts in card.attributes},
+        "description": card.description,
+        "source": card.source,
+    }
+
+
+def card_from_node(node: Node) -> Card:
+    """The card a stored card passage holds."""
+    data = node.metadata
+    fields = {
+        "name": data.get("name"),
+        "kind": data.get("entity_kind"),
+        "aliases": data.get("aliases"),
+        "attributes": data.get("attributes"),
+        "description": data.get("description"),
+    }
+    return card_from_mapping(fields, str(data.get("source", "")))
+
+
+def card_mentions(cards: Iterable[Card]) -> MentionLinkExtractor | None:
+    """Links out to the card of every entity a text names, by name or alias (None when
+    there are no cards)."""
+    names = {alias: card.name for card in cards for alias in (card.name, *card.aliases)}
+    return MentionLinkExtractor(names, kind=CARD, direction="out") if names else None
+
+
+def card_node(card: Card, mentions: MentionLinkExtractor) -> Node:
+    """A card as a passage: it defines its tag and links out to the other cards it names."""
+    text = card_history(card)
+    links = mentions.extract_titled(text, card.name)
+    return Node(card.id, text, card_metadata(card), frozenset(links))

@@ -1,0 +1,74 @@
+"""`--filter` expressions of the command line as a filter dict (`graphstore.filters`).
+
+    chapter<=27   book=西游记   book!=红楼梦   date>=2024-05-01   chapter in 1,2,3
+    position=3    position='"3"'   book not in ["a,b", "c"]
+
+An expression is `KEY=VALUE`, `KEY!=VALUE`, `KEY<VALUE` (also `<=`, `>`, `>=`), or
+`KEY in V1,V2,…` / `KEY not in …` (a JSON list also works, for values holding commas).  A
+value is read as JSON when it is a number, `true`/`false` or a quoted string, and as plain
+text otherwise.  Several expressions must all hold.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from graphstore.errors import InvalidInputError
+from graphstore.filters import parse_filter
+
+Scalar = str | int | float | bool
+COMPARISON = re.compile(r"(?P<key>[^=<>!]+?)\s*(?P<op><=|>=|!=|=|<|>)\s*(?P<value>.*)", re.S)
+MEMBERSHIP = re.compile(r"(?P<key>[^=<>!\s][^=<>!]*?)\s+(?P<op>not\s+in|in)\s+(?P<values>.+)", re.S)
+OPERATORS = {"=": "$eq", "!=": "$ne", "<": "$lt", "<=": "$lte", ">": "$gt", ">=": "$gte"}
+USAGE = "KEY=VALUE, KEY!=VALUE, KEY<VALUE (<=, >, >=) or 'KEY in V1,V2' ('not in')"
+
+
+def filter_value(text: str) -> Scalar:
+    """`3` → 3, `2.5` → 2.5, `true` → True, `"3"` → "3"; anything else is the text itself."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(value, float) and not math.isfinite(value):
+        return text
+    return value if isinstance(value, (str, int, float, bool)) else text
+
+
+def _values(text: str) -> list[Scalar]:
+    try:
+        listed = json.loads(text)
+    except ValueError:
+        listed = None
+    if isinstance(listed, list):
+        return [filter_value(json.dumps(item, ensure_ascii=False)) for item in listed]
+    return [filter_value(item.strip()) for item in text.split(",")]
+
+
+def expression(text: str) -> tuple[str, Any]:
+    """One expression as a key and its condition (a value, or `{operator: operand}`)."""
+    found = MEMBERSHIP.fullmatch(text.strip())
+    if found is not None:
+        operator = "$in" if found["op"] == "in" else "$nin"
+        return found["key"].strip(), {operator: _values(found["values"])}
+    found = COMPARISON.fullmatch(text.strip())
+    if found is None or not found["key"].strip():
+        raise InvalidInputError(f"--filter expects {USAGE}, got {text!r}")
+    key, value = found["key"].strip(), filter_value(found["value"])
+    if found["op"] == "=":
+        return key, value
+    return key, {OPERATORS[found["op"]]: value}
+
+
+def filter_of(expressions: Sequence[str]) -> dict[str, Any] | None:
+    """The filter all `expressions` make together (None for none), checked."""
+    parts = [expression(text) for text in expressions]
+    if not parts:
+        return None
+    keys = [key for key, _ in parts]
+    combined = dict(parts) if len(set(keys)) == len(keys) else {"$and": [dict([p]) for p in parts]}
+    parse_filter(combined)
+    return combined

@@ -1,0 +1,208 @@
+"""`graphstore mcp`: the store as Model Context Protocol tools for a writing agent (stdio).
+
+Tools: `search`, `scene_context` (the writer prompt: cards, then passages, within a
+budget), `get_passage`, `get_card`, `put_passages` and `put_card`.  Bad input and store
+failures come back as tool errors carrying the one-line message the command line would
+print; the server keeps serving.  Passages an agent adds link out to the cards they name;
+a card an agent adds links to the cards it names (passages stored before it are linked to
+it when they are written again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
+
+from graphstore.card_store import aget_card, aplan_cards, astored_cards, awrite_cards
+from graphstore.cards import CARD, Card, card_from_mapping, card_id, fact_as_of, render_card
+from graphstore.chapters import as_of_filter, check_chapter
+from graphstore.errors import GraphStoreError, InvalidInputError
+from graphstore.links import Link, as_links
+from graphstore.nodes import Node, hit_json
+from graphstore.prompt import CARD_SHARE, PROMPT_K, awriter_context
+from graphstore.store import GraphStore
+from graphstore.strategy import DEFAULT
+
+INSTRUCTIONS = """\
+A story's world memory: passages of the text (metadata `chapter` for chapter-scoped
+retrieval) and entity cards (characters, places, items) with aliases and attributes that
+change by chapter.  Use scene_context to get the context for a scene you are writing; pass
+as_of_chapter to leave out everything from later chapters."""
+
+
+class LinkInput(BaseModel):
+    """A link tag: `out` reaches passages linking `in` on the same kind and tag."""
+
+    kind: str
+    direction: str = Field(description="in, out or bidir")
+    tag: str
+
+
+class PassageInput(BaseModel):
+    """A passage to add or replace (same id: replaced)."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description='e.g. {"source": "draft.md", "chapter": 28}'
+    )
+    links: list[LinkInput] = Field(default_factory=list)
+
+
+@contextmanager
+def _tool_errors() -> Iterator[None]:
+    """The store's one-line errors as tool errors (anything else is the SDK's to report)."""
+    try:
+        yield
+    except GraphStoreError as error:
+        raise ToolError(str(error)) from error
+
+
+def _find(cards: list[Card], name: str) -> Card | None:
+    """The card named `name` or having it as an alias."""
+    wanted = card_id(name)
+    return next((c for c in cards if wanted in {card_id(n) for n in (c.name, *c.aliases)}), None)
+
+
+def card_json(card: Card, as_of_chapter: int | None) -> dict[str, Any]:
+    """A card as an agent reads it: attribute values as they stand in `as_of_chapter`."""
+    values = {
+        name: fact.value
+        for name, facts in card.attributes
+        if (fact := fact_as_of(facts, as_of_chapter)) is not None
+    }
+    return {
+        "id": card.id,
+        "name": card.name,
+        "kind": card.kind,
+        "aliases": list(card.aliases),
+        "attributes": values,
+        "description": card.description,
+        "as_of_chapter": as_of_chapter,
+        "text": render_card(card, as_of_chapter),
+    }
+
+
+def _passage(given: PassageInput, mentions_links: set[Link]) -> Node:
+    if given.metadata.get("kind") == CARD:
+        raise InvalidInputError(f"{given.id}: metadata kind 'card' is for cards: use put_card")
+    if "chapter" in given.metadata:
+        check_chapter(f"{given.id}: metadata chapter", given.metadata["chapter"])
+    links = as_links([link.model_dump() for link in given.links])
+    return Node(given.id, given.text, given.metadata, links | mentions_links)
+
+
+def build_server(store: GraphStore, shown: str = "") -> MCPServer:
+    """An MCP server whose tools read and write `store` (`shown`: its redacted location)."""
+    server = MCPServer("graphstore", instructions=INSTRUCTIONS)
+
+    @server.tool()
+    async def search(
+        query: str,
+        k: int = DEFAULT.k,
+        filter: dict[str, Any] | None = None,
+        as_of_chapter: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The default graph search: k passages by relevance, each with how it was reached.
+        `filter` is a metadata filter ({"book": "西游记"}); as_of_chapter keeps passages of
+        that chapter and earlier."""
+        with _tool_errors():
+            hits = await store.asearch(query, k=k, filter=as_of_filter(filter, as_of_chapter))
+            return [hit_json(hit) for hit in hits]
+
+    @server.tool()
+    async def scene_context(
+        scene: str,
+        *,
+        budget: int = 1500,
+        k: int = PROMPT_K,
+        filter: dict[str, Any] | None = None,
+        as_of_chapter: int | None = None,
+        card_share: float = CARD_SHARE,
+    ) -> str:
+        """The context for writing a scene, within `budget` tokens: the cards of the
+        entities in it (as they stand in as_of_chapter), then passages (of as_of_chapter
+        and earlier), each cited with its source and how it was found."""
+        with _tool_errors():
+            context = await awriter_context(
+                store,
+                scene,
+                budget=budget,
+                k=k,
+                filter=filter,
+                as_of_chapter=as_of_chapter,
+                card_share=card_share,
+            )
+            return context.text
+
+    @server.tool()
+    async def get_passage(id: str) -> dict[str, Any]:
+        """One stored passage (or card passage) by id: text, metadata and links."""
+        with _tool_errors():
+            nodes = await store.aget([id])
+            if not nodes:
+                raise InvalidInputError(f"no passage with id {id!r} in {shown or 'the store'}")
+            node = nodes[0]
+            links = [
+                {"kind": link.kind, "direction": link.direction, "tag": link.tag}
+                for link in sorted(node.links)
+            ]
+            return {"id": node.id, "text": node.text, "metadata": node.metadata, "links": links}
+
+    @server.tool()
+    async def get_card(name: str, as_of_chapter: int | None = None) -> dict[str, Any]:
+        """An entity's card by name or alias, its attributes as they stand in as_of_chapter
+        (the latest values when omitted)."""
+        with _tool_errors():
+            if as_of_chapter is not None:
+                check_chapter("as_of_chapter", as_of_chapter)
+            card = await aget_card(store, card_id(name)) or _find(await astored_cards(store), name)
+            if card is None:
+                raise InvalidInputError(f"no card named {name!r}")
+            return card_json(card, as_of_chapter)
+
+    @server.tool()
+    async def put_passages(passages: list[PassageInput]) -> list[str]:
+        """Add or replace passages; each links out to the cards of the entities it names.
+        Give metadata `chapter` (an integer) for chapter-scoped retrieval."""
+        with _tool_errors():
+            mentions = (await aplan_cards(store, [])).mentions()
+            nodes = [
+                _passage(p, set() if mentions is None else mentions.extract_one(p.text))
+                for p in passages
+            ]
+            return await store.aadd_nodes(nodes)
+
+    @server.tool()
+    async def put_card(
+        name: str,
+        kind: str = "",
+        aliases: list[str] | None = None,
+        attributes: dict[str, Any] | None = None,
+        description: str = "",
+    ) -> dict[str, Any]:
+        """Add or replace an entity's card.  attributes maps a name to a value, or to a
+        list of {"value": …, "chapter": N} for values that change as the story goes on."""
+        with _tool_errors():
+            fields = {
+                "name": name,
+                "kind": kind,
+                "aliases": aliases or [],
+                "attributes": attributes or {},
+                "description": description,
+            }
+            card = card_from_mapping(fields)
+            await awrite_cards(store, await aplan_cards(store, [card]))
+            return card_json(card, None)
+
+    return server
+
+
+async def aserve(store: GraphStore, shown: str = "") -> None:
+    """Serve `store` over stdio until the client closes the connection."""
+    await build_server(store, shown).run_stdio_async()

@@ -1,0 +1,134 @@
+"""One token budget shared by several sections of a prompt (cards, then passages).
+
+Each section has a share of the budget; what a section leaves unused rolls over to the
+next, so the limit of section i is the budget times the shares of sections 0..i together
+(the last section's limit is the whole budget).  Within a section, entries are taken best
+first while the whole block so far still fits that limit (an entry too long is skipped so a
+shorter later one can fit), then shown in story order: grouped by source, the source of the
+section's best entry first, by position within a source.  Counting the whole rendered block
+at every step, citations, titles and separators included, keeps the total within the budget
+for any token counter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from graphstore.errors import InvalidInputError
+
+TokenCounter = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One cited item of a prompt: a card or a passage."""
+
+    id: str
+    text: str
+    citation: str
+    """Where it comes from (source, chapter, id)."""
+    provenance: str
+    """Why it is in the prompt (similar to the scene, reached via a tag, named in …)."""
+    group: str = ""
+    """Its source, for story order."""
+    position: int = 0
+    """Its place within the source."""
+
+
+@dataclass(frozen=True)
+class Section:
+    """Entries competing for one share of the budget, best first."""
+
+    title: str
+    share: float
+    entries: Sequence[Entry]
+
+
+@dataclass(frozen=True)
+class Filled:
+    """The rendered block and the entries each section kept, in the order shown."""
+
+    text: str
+    chosen: list[list[Entry]]
+
+
+def limits(shares: Sequence[float], budget: int) -> list[int]:
+    """Each section's cumulative limit: unused share rolls over to the sections after it."""
+    if any(not 0 <= share <= 1 for share in shares) or sum(shares) > 1 + 1e-9:
+        raise InvalidInputError("section shares must be between 0 and 1 and add up to at most 1")
+    running = 0.0
+    cumulative = []
+    for share in shares:
+        running += share
+        cumulative.append(math.floor(budget * running + 1e-9))
+    return [*cumulative[:-1], budget] if cumulative else []
+
+
+def story_order(entries: Sequence[Entry]) -> list[Entry]:
+    """Entries grouped by source (the source of the first entry first), by position."""
+    groups: dict[str, int] = {}
+    for entry in entries:
+        groups.setdefault(entry.group, len(groups))
+    return sorted(entries, key=lambda e: (groups[e.group], e.position, e.id))
+
+
+def render(sections: Sequence[tuple[str, Sequence[Entry]]], template: str, separator: str) -> str:
+    """Fill `template` (fields: number, citation, provenance, text, id) for every entry,
+    numbered through the whole block; section titles only when two or more sections have
+    entries."""
+    shown = [(title, entries) for title, entries in sections if entries]
+    titled = len(shown) > 1
+    blocks: list[str] = []
+    number = 0
+    try:
+        for title, entries in shown:
+            if titled:
+                blocks.append(f"## {title}")
+            for entry in entries:
+                number += 1
+                blocks.append(
+                    template.format(
+                        number=number,
+                        citation=entry.citation,
+                        provenance=entry.provenance,
+                        text=entry.text.strip(),
+                        id=entry.id,
+                    )
+                )
+    except (KeyError, IndexError, ValueError) as error:
+        raise InvalidInputError(f"bad prompt template: {error!r}") from error
+    return separator.join(blocks)
+
+
+def fill(
+    sections: Sequence[Section],
+    *,
+    budget: int,
+    count: TokenCounter,
+    template: str,
+    separator: str,
+) -> Filled:
+    """Fill `sections` in order within `budget` (see the module docstring); an entry whose
+    id or whitespace-normalized text is already in the block is dropped."""
+    caps = limits([section.share for section in sections], budget)
+    kept: list[list[Entry]] = [[] for _ in sections]
+    seen: set[str] = set()
+
+    def shown(upto: int, trial: list[Entry]) -> list[tuple[str, Sequence[Entry]]]:
+        done = [(sections[i].title, story_order(kept[i])) for i in range(upto)]
+        return [*done, (sections[upto].title, story_order(trial))]
+
+    for index, (section, cap) in enumerate(zip(sections, caps, strict=True)):
+        for entry in section.entries:
+            keys = {f"id:{entry.id}", "text:" + " ".join(entry.text.split())}
+            if keys & seen:
+                continue
+            trial = [*kept[index], entry]
+            if count(render(shown(index, trial), template, separator)) <= cap:
+                kept[index] = trial
+                seen |= keys
+    chosen = [story_order(entries) for entries in kept]
+    titled = [(section.title, entries) for section, entries in zip(sections, chosen, strict=True)]
+    return Filled(render(titled, template, separator), chosen)

