@@ -1,21 +1,34 @@
-"""`check` for the Cassandra layout: node rows against tag rows, wherever those are.
+"""`check` and `stats` for the Cassandra layout: full scans of every table.
 
-A pure function of full scans, so every rule is visible in one place: each node has exactly
-one row per incoming tag, in the place its node row records (a delete looks only there), in a
-bucket readers query, carrying the node's current outgoing tags and filter terms; every tag
-row belongs to a stored node; the directory counts each hot tag's bucket rows exactly.
+`layout_problems` is a pure function of the scans, so every rule is visible in one place:
+each node has exactly one row per incoming tag, in the place its node row records (a delete
+looks only there), in a bucket readers query, carrying the node's current outgoing tags and
+filter terms; every tag row belongs to a stored node; the directory counts each hot tag's
+bucket rows exactly.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from graphstore.cassandra.hot_tags import bucket_count
 from graphstore.cassandra.layout import SMALL, placements
+from graphstore.cassandra.queries import (
+    READ_HOT_TAGS,
+    SCAN_HOT,
+    SCAN_HOT_KEYS,
+    SCAN_NODE_IDS,
+    SCAN_NODES,
+    SCAN_TAG_KEYS,
+    SCAN_TAGS,
+)
 from graphstore.cassandra.rows import tag_map, tag_set
+from graphstore.cassandra.session import Requests
 from graphstore.links import TagKey, decode_links, incoming_tags
+from graphstore.storage import StoreStats
 
 
 def _where(place: int) -> str:
@@ -86,3 +99,34 @@ def layout_problems(
                 f"counts {directory.get(tag, 0)} (a search weighs the tag by that count)"
             )
     return problems
+
+
+async def scanned_problems(requests: Requests) -> list[str]:
+    """Scan the node table, both tag tables and the directory, and compare them."""
+    nodes, small, hot, directory = await asyncio.gather(
+        requests.run(SCAN_NODES, ()),
+        requests.run(SCAN_TAGS, ()),
+        requests.run(SCAN_HOT, ()),
+        requests.run(READ_HOT_TAGS, ()),
+    )
+    counts = {(kind, tag): int(rows) for kind, tag, rows in directory}
+    return layout_problems(nodes, small, hot, counts)
+
+
+async def scanned_stats(requests: Requests, dimension: int, top_tags: int) -> StoreStats:
+    """Node, tag and tag-row counts (small parts and buckets together), the most frequent."""
+    nodes, small, hot = await asyncio.gather(
+        requests.run(SCAN_NODE_IDS, ()),
+        requests.run(SCAN_TAG_KEYS, ()),
+        requests.run(SCAN_HOT_KEYS, ()),
+    )
+    counts = Counter((kind, tag) for kind, tag, node_id in small if node_id is not None)
+    counts.update((kind, tag) for kind, tag in hot)
+    frequent = sorted(counts, key=lambda key: (-counts[key], key))[:top_tags]
+    return StoreStats(
+        nodes=len(nodes),
+        tag_rows=counts.total(),
+        tags=len(counts),
+        dimension=dimension,
+        tag_frequencies={key: counts[key] for key in frequent},
+    )

@@ -18,7 +18,6 @@ plain cosine so they equal the embedded backend's.  Filters: `graphstore.cassand
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,22 +27,16 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
 from graphstore import vector_codec
-from graphstore.cassandra.check import layout_problems
+from graphstore.cassandra.check import scanned_problems, scanned_stats
 from graphstore.cassandra.consistency import Consistency
 from graphstore.cassandra.filters import Branch, Plan, Ranking, plan, range_columns, top_k
 from graphstore.cassandra.hot_tags import HotTags
 from graphstore.cassandra.layout import TagLayout
 from graphstore.cassandra.queries import (
-    READ_HOT_TAGS,
     SCAN_HITS,
-    SCAN_HOT,
     SCAN_HOT_BUCKET,
-    SCAN_HOT_KEYS,
     SCAN_NODE_IDS,
-    SCAN_NODES,
     SCAN_SEARCH,
-    SCAN_TAG_KEYS,
-    SCAN_TAGS,
     SEARCH_HITS,
     SEARCH_HOT,
     SEARCH_NODES,
@@ -54,11 +47,8 @@ from graphstore.cassandra.rows import ranked, stored_node, tag_hits
 from graphstore.cassandra.schema import (
     DDL_TIMEOUT,
     SCHEMA,
-    SELECT_DIMENSION,
     SELECT_KEYSPACE,
-    SELECT_TABLE,
     UPGRADE,
-    VECTOR_TYPE,
     replication_cql,
     replication_factor,
 )
@@ -70,6 +60,7 @@ from graphstore.cassandra.session import (
     Requests,
     one_line,
 )
+from graphstore.cassandra.tables import PARTS, Tables
 from graphstore.cassandra.tag_reads import TagReader
 from graphstore.cassandra.url import DEFAULT_PORT, DEFAULT_TABLE, identifier, parse_url
 from graphstore.cassandra.writes import Writer
@@ -100,16 +91,9 @@ class CassandraStorage(Storage):
     - Writes use the driver's client-side timestamp, fixed when a request is built and kept
       on retries, so a retried batch never duplicates or resurrects rows.  (A session with
       `use_client_timestamp = False` loses that guarantee.)
-    - Each node is one LOGGED batch: stale tag rows deleted, current tag rows and the node
-      row written, atomically.  Its size is about tags x dimension x 4 bytes, which passes
-      Cassandra's default `batch_size_fail_threshold` (50 KiB) at ~8 tags of 1536-d vectors;
-      the local test node raises it to 1 MiB, and production nodes need the same.  Batches
-      over `batch_size_warn_threshold` (5 KiB) are expected: the driver logs the server's
-      warning on the `cassandra.protocol` logger when an application enables logging.  Upserts
-      read where a node's old rows are first, so two processes writing the same node at the
-      same time may leave a stale tag row (`check` reports it).
-    - Only hot tags' rows are vector-indexed (`layout`); `layout` (a `TagLayout`) sets when
-      a tag turns hot and how many rows a bucket takes (tests make both small).
+    - Each node is one LOGGED batch (`writes`: its size, and concurrent writers).  Only hot
+      tags' rows are vector-indexed; `layout` (a `TagLayout`) sets when a tag turns hot and
+      how many rows a bucket takes (tests make both small).
     - A store made before hot tags existed is upgraded when opened: two columns added, the
       hot tables created, no row rewritten (a role that may not ALTER gets a one-line error).
     - At most `max_in_flight` requests are outstanding at once across all event loops and
@@ -142,10 +126,7 @@ class CassandraStorage(Storage):
         self.timeout = timeout
         self._cluster: Any = None
         self._schema_ready = False
-        names = {
-            part: f'"{self.keyspace}"."{self.table}_{part}"'
-            for part in ("nodes", "tags", "hot", "hot_tags", "meta")
-        }
+        names = {part: f'"{self.keyspace}"."{self.table}_{part}"' for part in PARTS}
         self._requests = Requests(
             session,
             names | {"table": self.table},
@@ -156,6 +137,7 @@ class CassandraStorage(Storage):
             consistency=Consistency.of(consistency),
         )
         self._ranges = RangeColumns(self._requests, session, max_range_columns)
+        self._tables = Tables(session, self._requests, self.keyspace, self.table)
         self._hot = HotTags(self._requests, layout or TagLayout())
         self._writer = Writer(self._requests, self._hot, self._ranges)
         self._reader = TagReader(self._requests, self._hot, self._bucket_hits, self._plan)
@@ -168,14 +150,14 @@ class CassandraStorage(Storage):
                 )
             self.replicas = replication_factor(keyspace_rows[0][0])
             """Replicas of each row (in one data centre): above 1, ANN results are checked."""
-            self._dimension = self._read_dimension()
+            self._dimension = self._tables.dimension()
         except StoreOpenError:
             raise
         except Exception as error:
             raise StoreOpenError(f"cannot read the Cassandra schema: {one_line(error)}") from error
         if self._dimension is not None:
-            self._upgrade()
-            self._writer.small_as_vectors = self._small_as_vectors()
+            self._tables.upgrade(self._dimension)
+            self._writer.small_as_vectors = self._tables.small_as_vectors()
 
     @classmethod
     def connect(
@@ -288,31 +270,6 @@ class CassandraStorage(Storage):
         """The most requests ever outstanding at once (never above `max_in_flight`)."""
         return self._requests.gate.peak
 
-    def _small_as_vectors(self) -> bool:
-        """Whether `<table>_tags` keeps embeddings in a vector column (made before hot tags)."""
-        rows = self._requests.execute_now(SELECT_DIMENSION, (self.keyspace, f"{self.table}_tags"))
-        return bool(rows) and rows[0][0] != "blob"
-
-    def _read_dimension(self) -> int | None:
-        """D of the node table's `vector<float, D>` column, or None if there is no table."""
-        rows = self._requests.execute_now(SELECT_DIMENSION, (self.keyspace, f"{self.table}_nodes"))
-        if not rows:
-            return None
-        match = VECTOR_TYPE.fullmatch(rows[0][0])
-        if match is None:
-            raise StoreOpenError(
-                f"table {self.keyspace}.{self.table}_nodes is not a graphstore table "
-                f"(its embedding column is {rows[0][0]})"
-            )
-        return int(match.group(1))
-
-    def _run_ddl(self, statements: Sequence[str], dimension: int) -> None:
-        size = int(dimension)  # an int: nothing else but validated names reaches the DDL
-        for statement in statements:
-            self.session.execute(
-                statement.format(**self._requests.names, dimension=size), timeout=DDL_TIMEOUT
-            )
-
     def _create_schema(self, dimension: int) -> None:
         """Create whatever tables, columns and indexes are missing (safe to repeat).
 
@@ -323,29 +280,12 @@ class CassandraStorage(Storage):
             if self._schema_ready:
                 return
             new = self._dimension is None
-            self._run_ddl([*SCHEMA, *UPGRADE], self._dimension or dimension)
+            self._tables.run([*SCHEMA, *UPGRADE], self._dimension or dimension)
             if new:
                 self._ranges.mark_new()
-            self._dimension = self._read_dimension()
-            self._writer.small_as_vectors = self._small_as_vectors()
+            self._dimension = self._tables.dimension()
+            self._writer.small_as_vectors = self._tables.small_as_vectors()
             self._schema_ready = True
-
-    def _upgrade(self) -> None:
-        """Bring a store made before hot tags to the current layout (see the class docstring);
-        the directory table, created last, marks a store as current."""
-        directory = f"{self.table}_hot_tags"
-        if self._requests.execute_now(SELECT_TABLE, (self.keyspace, directory)):
-            return
-        try:
-            with self._requests.lock:
-                self._run_ddl(UPGRADE, self._dimension or 0)
-        except Exception as error:
-            raise StoreOpenError(
-                f"the Cassandra store {self.keyspace}.{self.table} was made by an older "
-                "graphstore and could not be upgraded to hot-tag buckets "
-                f"({one_line(error)}); open it once with a role that may ALTER and CREATE "
-                f"tables in keyspace {self.keyspace}"
-            ) from error
 
     # -- Storage ---------------------------------------------------------------------------
 
@@ -519,24 +459,10 @@ class CassandraStorage(Storage):
         return await self._reader.sizes(tags, where)
 
     async def stats(self, top_tags: int = 20) -> StoreStats:
-        """Counts by full scans of both tables (see the class docstring)."""
+        """Counts by full scans of the node table and both tag tables."""
         if self._dimension is None:
             return StoreStats(nodes=0, tag_rows=0, tags=0, dimension=None)
-        nodes, small, hot = await asyncio.gather(
-            self._requests.run(SCAN_NODE_IDS, ()),
-            self._requests.run(SCAN_TAG_KEYS, ()),
-            self._requests.run(SCAN_HOT_KEYS, ()),
-        )
-        counts = Counter((kind, tag) for kind, tag, node_id in small if node_id is not None)
-        counts.update((kind, tag) for kind, tag in hot)
-        frequent = sorted(counts, key=lambda key: (-counts[key], key))[:top_tags]
-        return StoreStats(
-            nodes=len(nodes),
-            tag_rows=counts.total(),
-            tags=len(counts),
-            dimension=self._dimension,
-            tag_frequencies={key: counts[key] for key in frequent},
-        )
+        return await scanned_stats(self._requests, self._dimension, top_tags)
 
     check_note = (
         "after a node was stopped or restarted, Cassandra may still be replaying logged batches "
@@ -549,17 +475,10 @@ class CassandraStorage(Storage):
         return [row[0] for row in await self._requests.run(SCAN_NODE_IDS, ())]
 
     async def check(self) -> list[str]:
-        """Scan every table and compare (`consistency.layout_problems`)."""
+        """Scan every table and compare (`check.scanned_problems`)."""
         if self._dimension is None:
             return []
-        nodes, small, hot, directory = await asyncio.gather(
-            self._requests.run(SCAN_NODES, ()),
-            self._requests.run(SCAN_TAGS, ()),
-            self._requests.run(SCAN_HOT, ()),
-            self._requests.run(READ_HOT_TAGS, ()),
-        )
-        counts = {(kind, tag): int(rows) for kind, tag, rows in directory}
-        return layout_problems(nodes, small, hot, counts)
+        return await scanned_problems(self._requests)
 
     async def drop(self) -> None:
         """Drop every table with its indexes: every node is gone and the dimension unset.
@@ -570,9 +489,7 @@ class CassandraStorage(Storage):
 
         def drop_tables() -> None:
             with self._requests.lock:
-                names = self._requests.names
-                for part in ("nodes", "tags", "hot", "hot_tags", "meta"):
-                    self.session.execute(f"DROP TABLE IF EXISTS {names[part]}", timeout=DDL_TIMEOUT)
+                self._tables.drop()
                 self._requests.forget()
                 self._ranges.reset()
                 self._hot.forget()

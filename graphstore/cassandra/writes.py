@@ -9,6 +9,15 @@ only when hot rows were written or removed, the directory's counts
 (`HotTags.count_hot_rows`).  Small tags carry no vector index and no range columns, so a
 tag row costs a plain write; a request costs the client more than a row, so reads are
 grouped.
+
+A node's batch is applied atomically: stale tag rows deleted, current tag rows and the node
+row written.  Its size is about tags x dimension x 4 bytes, which passes Cassandra's default
+`batch_size_fail_threshold` (50 KiB) at ~8 tags of 1536-d vectors; the local test node raises
+it to 1 MiB, and production nodes need the same.  Batches over `batch_size_warn_threshold`
+(5 KiB) are expected: the driver logs the server's warning on the `cassandra.protocol` logger
+when an application enables logging.  An upsert reads where a node's old rows are first, so
+two processes writing the same node at the same time may leave a stale tag row (`check`
+reports it).
 """
 
 from __future__ import annotations
