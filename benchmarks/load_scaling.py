@@ -362,7 +362,7 @@ async def hot_tag(backend: Backend, passages: int) -> dict[str, Any]:
                     await storage.search_tag(tag, query, 10, EVERYTHING)
                 timings.append(1e3 * watch.seconds)
         per_passage = [1e3 * s / len(part[0]) for s, part in zip(seconds, chunks, strict=True)]
-        [hot_hits] = await storage.search_tags([HOT_TAG.key], queries[0], 10, EVERYTHING)
+        hot_hits = await storage.search_tag(HOT_TAG.key, queries[0], 10, EVERYTHING)
         return {
             "passages": len(nodes),
             "ms_per_passage": per_passage,

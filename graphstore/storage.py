@@ -93,11 +93,15 @@ class Storage(ABC):
         k: int,
         where: Condition,
         concurrency: int = 16,
+        *,
+        sizes: dict[TagKey, int] | None = None,
     ) -> list[list[TagHit]]:
         """`search_tag` for each of `tags` (in order), at most `concurrency` at once.
 
         One traversal step asks for all its tags together; a backend that can answer them
-        in one pass (the embedded one) overrides this.
+        in one pass (the embedded one) overrides this.  A backend that learns a tag's size
+        (as `tag_sizes` counts it) from the same reads puts it in `sizes` when given, sparing
+        a traversal a round of counts (Cassandra, which reads small tags whole).
         """
         gate = asyncio.Semaphore(concurrency)
 
@@ -106,19 +110,6 @@ class Storage(ABC):
                 return await self.search_tag(tag, vector, k, where)
 
         return list(await asyncio.gather(*(one(tag) for tag in tags)))
-
-    async def search_tags_with_sizes(
-        self,
-        tags: Sequence[TagKey],
-        vector: Vector,
-        k: int,
-        where: Condition,
-        concurrency: int = 16,
-    ) -> tuple[list[list[TagHit]], dict[TagKey, int]]:
-        """`search_tags`, and the size (as `tag_sizes` counts it) of every tag whose size the
-        same reads gave, sparing a traversal a round of counts.  None by default; a backend
-        that reads small tags whole (Cassandra) knows theirs."""
-        return await self.search_tags(tags, vector, k, where, concurrency), {}
 
     @abstractmethod
     async def tag_sizes(

@@ -95,9 +95,11 @@ class Traversal:
     ) -> tuple[list[list[TagHit]], dict[TagKey, int]]:
         """Each tag's hits, and the sizes the storage learned from the same reads."""
         stats.tag_queries += len(tags)
-        return await self.storage.search_tags_with_sizes(
-            tags, query, adjacent_k, where, self._concurrency
+        sizes: dict[TagKey, int] = {}
+        found = await self.storage.search_tags(
+            tags, query, adjacent_k, where, self._concurrency, sizes=sizes
         )
+        return found, sizes
 
     async def traversal_search(
         self,

@@ -140,7 +140,8 @@ async def test_search_tag_and_sizes_cover_the_small_part_and_every_bucket(storag
                 (h.similarity for h in hits), reverse=True
             )
     assert await storage.tag_sizes([HOT, ("kw", "none")]) == {HOT: 12, ("kw", "none"): 0}
-    _, sizes = await storage.search_tags_with_sizes([HOT], unit([1, 0, 0]), 5, EVERYTHING)
+    sizes: dict = {}
+    await storage.search_tags([HOT], unit([1, 0, 0]), 5, EVERYTHING, sizes=sizes)
     assert sizes == {HOT: 12}
     assert await storage.check() == []
 

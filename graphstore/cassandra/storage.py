@@ -421,8 +421,7 @@ class CassandraStorage(Storage):
     async def search_tag(
         self, tag: TagKey, vector: Vector, k: int, where: Condition
     ) -> list[TagHit]:
-        [hits], _ = await self.search_tags_with_sizes([tag], vector, k, where)
-        return hits
+        return (await self.search_tags([tag], vector, k, where))[0]
 
     async def search_tags(
         self,
@@ -431,23 +430,18 @@ class CassandraStorage(Storage):
         k: int,
         where: Condition,
         concurrency: int = 16,
+        *,
+        sizes: dict[TagKey, int] | None = None,
     ) -> list[list[TagHit]]:
-        hits, _ = await self.search_tags_with_sizes(tags, vector, k, where, concurrency)
-        return hits
-
-    async def search_tags_with_sizes(
-        self,
-        tags: Sequence[TagKey],
-        vector: Vector,
-        k: int,
-        where: Condition,
-        concurrency: int = 16,
-    ) -> tuple[list[list[TagHit]], dict[TagKey, int]]:
         """One wave for all `tags` (`tag_reads`): small parts by `IN`, buckets by ANN; the
-        bound on requests is `max_in_flight`, not `concurrency`."""
+        bound on requests is `max_in_flight`, not `concurrency`.  The sizes of small tags
+        (and, unfiltered, of hot ones) come with it."""
         if self._dimension is None or k <= 0:
-            return [[] for _ in tags], {}
-        return await self._reader.search(tags, vector.astype(np.float32), k, where)
+            return [[] for _ in tags]
+        found, learned = await self._reader.search(tags, vector.astype(np.float32), k, where)
+        if sizes is not None:
+            sizes.update(learned)
+        return found
 
     async def tag_sizes(
         self, tags: Sequence[TagKey], where: Condition = EVERYTHING
