@@ -16,7 +16,13 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, WriteTimeout
+from cassandra import (
+    ConsistencyLevel,
+    OperationTimedOut,
+    ReadTimeout,
+    WriteFailure,
+    WriteTimeout,
+)
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.policies import RetryPolicy
 from cassandra.query import BatchStatement, BatchType, tuple_factory
@@ -30,9 +36,12 @@ DEFAULT_RETRIES = 2
 DEFAULT_RETRY_WINDOW = 60.0
 FIRST_PAUSE = 0.25
 LONGEST_PAUSE = 4.0
-REPLICA_ERRORS = (WriteTimeout, ReadTimeout, OperationTimedOut)
+REPLICA_ERRORS = (WriteTimeout, ReadTimeout, OperationTimedOut, WriteFailure)
 """Replicas (or the coordinator) that did not answer in time: transient while the cluster
-notices that a node died.  Too few replicas alive (Unavailable) fails at once."""
+notices that a node died.  Too few replicas alive (Unavailable) fails at once.  A replica
+that failed a write: Cassandra 5.0.9 fails a write into a vector index's memtable when more
+than `concurrent_writes` writes insert into it at once (CASSANDRA-21644, fixed later), which
+a load of many passages at a time meets; the write succeeds when sent again."""
 
 Decision = tuple[int, Any]
 """A retry policy's answer: RETRY, RETRY_NEXT_HOST or RETHROW, and a consistency level."""
