@@ -6,6 +6,9 @@ every earlier passage sharing one of its tags (either direction) and writes an e
 each pair: O(passages sharing its tags), where graphstore writes O(its tags).  Traversal
 reads one edge partition per visited node.
 
+A search ends by reading the texts of the passages it returns (one query), as every store
+that returns documents does.
+
 Two backends with graphstore's own durability settings: SQLite (one transaction per batch,
 WAL, synchronous=NORMAL; exact cosine ranking of roots in NumPy) and Cassandra (prepared
 statements, the driver's concurrent execution with 32 requests in flight, SAI indexes).
@@ -14,6 +17,7 @@ statements, the driver's concurrent execution with 32 requests in flight, SAI in
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -99,8 +103,18 @@ class MaterializedEdgeStore(ABC):
         """The targets of every edge leaving `source_id`: one query."""
 
     @abstractmethod
+    async def texts(self, ids: Sequence[str]) -> dict[str, str]:
+        """The texts of these nodes: one query."""
+
+    @abstractmethod
     async def close(self) -> None:
         """Release the backend."""
+
+    async def _documents(self, ids: list[str], stats: TraversalStats) -> list[str]:
+        """`ids` after reading their texts (one query), as a store returning documents does."""
+        stats.tag_queries += 1
+        found = await self.texts(ids)
+        return [node_id for node_id in ids if node_id in found]
 
     async def _adjacent(
         self, ids: Sequence[str], query: Vector, adjacent_k: int, stats: TraversalStats
@@ -131,7 +145,7 @@ class MaterializedEdgeStore(ABC):
                         next_frontier.append(node_id)
             frontier = next_frontier
         stats.candidates += len(reached)
-        return sorted(reached, key=lambda node_id: reached[node_id])
+        return await self._documents(sorted(reached, key=lambda node_id: reached[node_id]), stats)
 
     async def mmr_traversal_search(
         self,
@@ -168,7 +182,7 @@ class MaterializedEdgeStore(ABC):
             if depths[chosen.id] < depth:
                 [targets] = await self._adjacent([chosen.id], query, adjacent_k, stats)
                 admit(targets, depths[chosen.id] + 1)
-        return selected
+        return await self._documents(selected, stats)
 
 
 EMBEDDED_SCHEMA = """
@@ -260,6 +274,10 @@ class EmbeddedEdgeStore(MaterializedEdgeStore):
         )
         return [(target, np.frombuffer(blob, np.float32)) for target, blob in rows]
 
+    async def texts(self, ids: Sequence[str]) -> dict[str, str]:
+        query = "SELECT id, text FROM nodes WHERE id IN (SELECT value FROM json_each(?))"
+        return dict(self._db.execute(query, (json.dumps(list(ids)),)))
+
     async def close(self) -> None:
         self._db.close()
 
@@ -283,6 +301,7 @@ CQL = {
     "insert_edge": "INSERT INTO {edges} (source_id, target_id, target_embedding) VALUES (?, ?, ?)",
     "search": "SELECT id, embedding FROM {nodes} ORDER BY embedding ANN OF ? LIMIT ?",
     "edges": "SELECT target_id, target_embedding FROM {edges} WHERE source_id = ?",
+    "texts": "SELECT id, text FROM {nodes} WHERE id IN ?",
 }
 
 
@@ -301,6 +320,7 @@ class CassandraEdgeStore(MaterializedEdgeStore):
         self._insert_node, self._insert_edge = prepared["insert_node"], prepared["insert_edge"]
         self._linking = {"in": prepared["linking_in"], "out": prepared["linking_out"]}
         self._search, self._select_edges = prepared["search"], prepared["edges"]
+        self._texts = prepared["texts"]
 
     def _concurrently(self, statement: Any, rows: list[tuple[Any, ...]]) -> list[Any]:
         """Run `statement` once per row, `CONCURRENCY` at a time; the result sets in order."""
@@ -347,6 +367,10 @@ class CassandraEdgeStore(MaterializedEdgeStore):
     async def edges(self, source_id: str) -> list[Neighbour]:
         rows = await asyncio.to_thread(self.session.execute, self._select_edges, (source_id,))
         return [(target, np.asarray(e, np.float32)) for target, e in rows]
+
+    async def texts(self, ids: Sequence[str]) -> dict[str, str]:
+        rows = await asyncio.to_thread(self.session.execute, self._texts, (list(ids),))
+        return dict(rows)
 
     async def close(self) -> None:
         """The session belongs to the benchmark's backend; nothing to release."""

@@ -21,6 +21,7 @@ from langchain_core.embeddings import Embeddings
 
 from benchmarks.common import CACHE
 from graphstore.links import Link
+from graphstore.nodes import Node
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 HOTPOT = DATA / "hotpotqa"
@@ -197,3 +198,19 @@ class PrecomputedEmbeddings(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         """The stored vector of one query."""
         return self.embed_documents([text])[0]
+
+
+def scaled_corpus(size: int) -> tuple[list[Node], np.ndarray]:
+    """`size` passages for runs at scale: the 8,992 distinct passages (HotpotQA's 994 first,
+    then the 2Wiki paragraphs and the 2Wiki dev corpus) with keyword and title-mention links,
+    repeated with new ids (`<copy>:<n>`), same texts, links and embeddings, as often as
+    needed."""
+    base = hotpot_passages() + wiki_passages() + wiki_dev_passages()
+    texts = [p.text for p in base]
+    links = [kw | m for kw, m in zip(keyword_links(texts), mention_links(base), strict=True)]
+    vectors = embed(texts)
+    nodes = [
+        Node(f"{i // len(base)}:{i % len(base)}", texts[i % len(base)], {}, links[i % len(base)])
+        for i in range(size)
+    ]
+    return nodes, vectors[np.arange(size) % len(base)]

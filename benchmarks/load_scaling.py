@@ -7,6 +7,11 @@ a tag, so its rounds grow with the store.  The worst case gives every passage th
 keywords.  The curve then extends graphstore to 10k+ passages (HotpotQA + 2Wiki, repeated
 with new ids) against a plain vector-store load of the same passages and embeddings.
 
+On Cassandra the curve goes to 100,000 passages (`data.scaled_corpus`), once each, and the
+graph searches of `traversal_time` are timed on the growing store after its 1st and 10th
+decile (10k and 100k passages); the hot-tag run then loads 50,000 passages that all carry
+one more tag and times `search_tag` on it against small tags.
+
 Embeddings are computed once up front and timed separately; every store gets an untimed
 warm-up write (schema creation, prepared statements) and each measurement is the median of
 several repetitions on fresh stores.
@@ -33,6 +38,8 @@ from benchmarks.common import (
     print_table,
     write_json,
 )
+from benchmarks.traversal_time import RequestCounter, graphstore_searches, measure
+from graphstore.filters import EVERYTHING
 from graphstore.links import Link, incoming_tags
 from graphstore.nodes import Node
 from graphstore.store import GraphStore
@@ -65,7 +72,10 @@ class Sizes:
 
 FULL = Sizes(base=136, rounds=6, curve_total=10_000, curve_chunks=10, repetitions=5)
 QUICK = Sizes(base=24, rounds=3, curve_total=300, curve_chunks=3, repetitions=1)
-CASSANDRA = Sizes(base=136, rounds=6, curve_total=10_000, curve_chunks=10, repetitions=3)
+CASSANDRA = Sizes(base=136, rounds=6, curve_total=100_000, curve_chunks=10, repetitions=1)
+HOT_TAG = Link.bidir("kw", "shared by every passage")
+HOT_TAG_PASSAGES = 50_000
+HOT_TAG_QUERIES = 100
 WORST_CASE_BASELINE_REPETITIONS = 1
 """The worst-case baseline runs once: on Cassandra it writes 665k edge rows per run (over
 three minutes on a quiet 2-core machine), and its growth (an order of magnitude) dwarfs
@@ -80,6 +90,8 @@ class Store:
     close: Callable[[], Awaitable[None]]
     edge_rows: Callable[[], int] = lambda: 0
     """Edge rows written so far (the baseline's; the others store none)."""
+    graph: GraphStore | None = None
+    """The store itself, for graphstore (searched between chunks)."""
 
 
 def copies(
@@ -105,7 +117,7 @@ def open_store(backend: Backend, kind: str, dimension: int) -> Store:
         async def add_nodes(nodes: list[Node], vectors: np.ndarray) -> None:
             await graph.aadd_nodes(nodes, vectors=vectors)
 
-        return Store(add_nodes, graph.aclose)
+        return Store(add_nodes, graph.aclose, graph=graph)
     if kind == "baseline":
         edges = open_baseline(backend, "edges", dimension)
 
@@ -137,11 +149,16 @@ def open_store(backend: Backend, kind: str, dimension: int) -> Store:
     return Store(add_rows, nothing)
 
 
+Probe = Callable[[Store, int], Awaitable[None]]
+"""Called between chunks (untimed) with the store and the passages stored so far."""
+
+
 async def timed_chunks(
     backend: Backend,
     kind: str,
     chunks: Sequence[tuple[list[Node], np.ndarray]],
     warm_up: tuple[list[Node], np.ndarray],
+    probe: Probe | None = None,
 ) -> tuple[list[float], int]:
     """Seconds to write each chunk, in order, into one fresh store (after a warm-up), and
     the edge rows written."""
@@ -149,10 +166,14 @@ async def timed_chunks(
     try:
         await store.add(*warm_up)
         seconds = []
+        stored = 0
         for nodes, vectors in chunks:
             with Stopwatch() as watch:
                 await store.add(nodes, vectors)
             seconds.append(watch.seconds)
+            stored += len(nodes)
+            if probe is not None:
+                await probe(store, stored)
         return seconds, store.edge_rows()
     finally:
         await store.close()
@@ -165,9 +186,11 @@ async def repeated(
     chunks: Sequence[tuple[list[Node], np.ndarray]],
     warm_up: tuple[list[Node], np.ndarray],
     repetitions: int,
+    *,
+    probe: Probe | None = None,
 ) -> tuple[list[float], int]:
     """Per-chunk medians over `repetitions` fresh stores, and the edge rows each wrote."""
-    runs = [await timed_chunks(backend, kind, chunks, warm_up) for _ in range(repetitions)]
+    runs = [await timed_chunks(backend, kind, chunks, warm_up, probe) for _ in range(repetitions)]
     seconds = [median(column) for column in zip(*(run[0] for run in runs), strict=True)]
     return seconds, runs[-1][1]
 
@@ -223,22 +246,20 @@ async def rounds(
 async def curve(
     backend: Backend,
     sizes: Sizes,
-    passages: Sequence[data.Passage],
-    links: Sequence[frozenset[Link]],
+    nodes: list[Node],
     vectors: np.ndarray,
+    probe: Probe | None = None,
 ) -> dict[str, Any]:
-    """graphstore to `curve_total` passages in equal chunks, against plain vector loads."""
-    copies_needed = -(-sizes.curve_total // len(passages))
-    nodes = [node for copy in range(copies_needed) for node in copies(passages, links, copy)]
-    all_vectors = np.concatenate([vectors] * copies_needed)
+    """graphstore loading `nodes` in `sizes.curve_chunks` equal chunks, against plain vector
+    loads of the same passages; `probe` runs between graphstore's chunks."""
     # shuffled, so every chunk has the same mix of short and richly linked passages and the
     # curve shows the store's growth, not the corpus order
     order = np.random.default_rng(0).permutation(len(nodes))
-    nodes, all_vectors = [nodes[i] for i in order], all_vectors[order]
+    nodes, all_vectors = [nodes[i] for i in order], vectors[order]
     size = -(-len(nodes) // sizes.curve_chunks)
     linked = [(nodes[i : i + size], all_vectors[i : i + size]) for i in range(0, len(nodes), size)]
     plain = [([Node(n.id, n.text) for n in chunk], v) for chunk, v in linked]
-    warm = warm_up_chunk(vectors)
+    warm = warm_up_chunk(all_vectors)
     result: dict[str, Any] = {
         "passages": len(nodes),
         "tag_rows": incoming_rows(nodes),
@@ -249,7 +270,14 @@ async def curve(
     if backend.name == "cassandra":
         loads["cassio_vector_table"], kinds["cassio_vector_table"] = plain, "cassio"
     for label, chunks in loads.items():
-        seconds, _ = await repeated(backend, kinds[label], chunks, warm, sizes.repetitions)
+        seconds, _ = await repeated(
+            backend,
+            kinds[label],
+            chunks,
+            warm,
+            sizes.repetitions,
+            probe=probe if label == "graphstore" else None,
+        )
         per_passage = [1e3 * s / len(c) for s, (c, _) in zip(seconds, chunks, strict=True)]
         rows = [incoming_rows(c) for c, _ in chunks]
         result[label] = {
@@ -270,11 +298,92 @@ async def curve(
     return result
 
 
+def corpus_copies(
+    passages: Sequence[data.Passage],
+    links: Sequence[frozenset[Link]],
+    vectors: np.ndarray,
+    total: int,
+) -> tuple[list[Node], np.ndarray]:
+    """The passages repeated with new ids (`copies`) until there are `total` or more."""
+    count = -(-total // len(passages))
+    nodes = [node for copy in range(count) for node in copies(passages, links, copy)]
+    return nodes, np.concatenate([vectors] * count)
+
+
+class SearchProbe:
+    """Times `traversal_time`'s graph searches on graphstore after the chunks that bring the
+    store to one of `at` passages (Cassandra, over the HotpotQA questions)."""
+
+    def __init__(self, backend: Backend, at: Sequence[int]) -> None:
+        self.at = set(at)
+        self.counter = RequestCounter(backend.session)
+        self.questions = [q["question"] for q in data.hotpot_questions()]
+        self.vectors = data.embed(self.questions)
+        self.results: dict[int, dict[str, Any]] = {}
+
+    async def __call__(self, store: Store, stored: int) -> None:
+        if stored not in self.at or store.graph is None:
+            return
+        searches = graphstore_searches(store.graph)
+        self.results[stored] = {
+            name: await measure(search, self.questions, self.vectors, 1, self.counter)
+            for name, search in searches.items()
+        }
+
+
+async def hot_tag(backend: Backend, passages: int) -> dict[str, Any]:
+    """`passages` passages that all carry `HOT_TAG` besides their own links, loaded in 10
+    chunks; then `search_tag` on the hot tag against small tags (k = 10), by medians."""
+    nodes, vectors = data.scaled_corpus(passages)
+    nodes = [Node(n.id, n.text, n.metadata, n.links | {HOT_TAG}) for n in nodes]
+    chunk = -(-len(nodes) // 10)
+    chunks = [(nodes[i : i + chunk], vectors[i : i + chunk]) for i in range(0, len(nodes), chunk)]
+    store = open_store(backend, "graphstore", vectors.shape[1])
+    assert store.graph is not None
+    storage = store.graph.storage
+    try:
+        await store.add(*warm_up_chunk(vectors))
+        seconds = []
+        for part in chunks:
+            with Stopwatch() as watch:
+                await store.add(*part)
+            seconds.append(watch.seconds)
+        sizes: dict[Any, int] = {}
+        for node in nodes[: len(nodes) // 10]:
+            for tag in incoming_tags(node.links):
+                sizes[tag] = sizes.get(tag, 0) + 1
+        small = sorted(tag for tag, size in sizes.items() if 2 <= size <= 20)
+        small = small[:: max(1, len(small) // HOT_TAG_QUERIES)][:HOT_TAG_QUERIES]
+        queries = data.embed([q["question"] for q in data.hotpot_questions()])
+        hot_ms, small_ms = [], []
+        for i, query in enumerate(queries[:HOT_TAG_QUERIES]):
+            for tag, timings in ((HOT_TAG.key, hot_ms), (small[i % len(small)], small_ms)):
+                with Stopwatch() as watch:
+                    await storage.search_tag(tag, query, 10, EVERYTHING)
+                timings.append(1e3 * watch.seconds)
+        per_passage = [1e3 * s / len(part[0]) for s, part in zip(seconds, chunks, strict=True)]
+        hot_hits = await storage.search_tag(HOT_TAG.key, queries[0], 10, EVERYTHING)
+        return {
+            "passages": len(nodes),
+            "ms_per_passage": per_passage,
+            "last_over_first_ms_per_passage": per_passage[-1] / per_passage[0],
+            "hot_tag_size": (await storage.tag_sizes([HOT_TAG.key]))[HOT_TAG.key],
+            "hot_tag_hits": len(hot_hits),
+            "search_tag_hot_ms": median(hot_ms),
+            "search_tag_small_ms": median(small_ms),
+            "hot_over_small": median(hot_ms) / median(small_ms),
+        }
+    finally:
+        await store.close()
+        backend.clear()
+
+
 def report(
     embedding: dict[str, float],
     headline: dict[str, Any],
     worst: dict[str, Any],
     grown: dict[str, Any],
+    hot: dict[str, Any] | None,
 ) -> None:
     """The tables on stdout."""
     print_table(
@@ -332,6 +441,38 @@ def report(
         + [["passages/s", *(grown[label]["passages_per_second"] for label in labels), ""]],
     )
     print("plain-load speed / graphstore speed (the cost of tag rows):", grown["tag_row_cost"])
+    searched = grown.get("searches") or {}
+    if searched:
+        first, last = next(iter(searched.values())), list(searched.values())[-1]
+        names = list(first)
+        print_table(
+            "graphstore searches on the growing store (median ms / CQL requests per search)",
+            ["search", *(f"{stored} passages" for stored in searched), "last / first"],
+            [
+                [
+                    name,
+                    *(
+                        f"{at[name]['median_ms']:.4g} / {at[name]['requests_median']:.3g}"
+                        for at in searched.values()
+                    ),
+                    last[name]["median_ms"] / first[name]["median_ms"],
+                ]
+                for name in names
+            ],
+        )
+    if hot:
+        print_table(
+            f"One tag on all {hot['passages']} passages: ms per passage by decile, then "
+            "search_tag (k = 10) on it and on small tags",
+            ["decile", "ms per passage"],
+            [[i + 1, ms] for i, ms in enumerate(hot["ms_per_passage"])]
+            + [
+                ["last / first", hot["last_over_first_ms_per_passage"]],
+                ["search_tag hot ms", hot["search_tag_hot_ms"]],
+                ["search_tag small ms", hot["search_tag_small_ms"]],
+                ["hot / small", hot["hot_over_small"]],
+            ],
+        )
 
 
 def plot(args: Any, headline: dict[str, Any], worst: dict[str, Any], grown: dict[str, Any]) -> None:
@@ -376,15 +517,20 @@ async def run(args: Any) -> None:
     embedding = time_embedding(base_texts)
     base_vectors = data.embed(base_texts)
     base_links = data.keyword_links(base_texts)
-    corpus = hotpot + data.wiki_passages()
-    if args.quick:
-        corpus = corpus[: sizes.curve_total // 2]
-    texts = [p.text for p in corpus]
-    corpus_links = [
-        kw | mention
-        for kw, mention in zip(data.keyword_links(texts), data.mention_links(corpus), strict=True)
-    ]
-    corpus_vectors = data.embed(texts)
+    if args.backend == "cassandra" and not args.quick:
+        nodes, vectors = data.scaled_corpus(sizes.curve_total)
+    else:
+        corpus = hotpot + data.wiki_passages()
+        if args.quick:
+            corpus = corpus[: sizes.curve_total // 2]
+        texts = [p.text for p in corpus]
+        corpus_links = [
+            kw | mention
+            for kw, mention in zip(
+                data.keyword_links(texts), data.mention_links(corpus), strict=True
+            )
+        ]
+        nodes, vectors = corpus_copies(corpus, corpus_links, data.embed(texts), sizes.curve_total)
     with open_backend(args.backend) as backend:
         headline = await rounds(
             backend, sizes, base, base_links, base_vectors, baseline_repetitions=sizes.repetitions
@@ -397,8 +543,16 @@ async def run(args: Any) -> None:
             base_vectors,
             baseline_repetitions=min(sizes.repetitions, WORST_CASE_BASELINE_REPETITIONS),
         )
-        grown = await curve(backend, sizes, corpus, corpus_links, corpus_vectors)
-    report(embedding, headline, worst, grown)
+        probe = None
+        if backend.name == "cassandra":
+            decile = -(-len(nodes) // sizes.curve_chunks)
+            probe = SearchProbe(backend, [decile, len(nodes)])
+        grown = await curve(backend, sizes, nodes, vectors, probe)
+        hot = None
+        if backend.name == "cassandra":
+            grown["searches"] = probe.results if probe else {}
+            hot = await hot_tag(backend, HOT_TAG_PASSAGES if not args.quick else 600)
+    report(embedding, headline, worst, grown, hot)
     write_json(
         NAME,
         args,
@@ -408,6 +562,7 @@ async def run(args: Any) -> None:
             "rounds": headline,
             "worst_case": worst,
             "curve": grown,
+            "hot_tag": hot,
         },
     )
     plot(args, headline, worst, grown)

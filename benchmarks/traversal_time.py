@@ -4,8 +4,14 @@ Stores: graphstore, the materialized-edges baseline, LangChain's `CassandraGraph
 (Cassandra only: same node, documents, links and embeddings, through cassio), and plain
 similarity search.  Searches: `traversal_search` at depth 1, 2, 3 (k=4 roots, adjacent_k=10)
 and `mmr_traversal_search` (k=10, fetch_k=20, adjacent_k=10, depth 2).  Queries counted:
-graphstore's `TraversalStats`, the baseline's own count, calls into the upstream store's
-inner vector store.  Query embeddings are precomputed, so latency is storage + traversal.
+graphstore's `TraversalStats` (vector searches + tags looked up), the baseline's own count,
+calls into the upstream store's inner vector store; on Cassandra also the CQL requests each
+search sent (`requests`, counted on the session).  Query embeddings are precomputed, so
+latency is storage + traversal.
+
+`--passages N` runs at scale: `data.scaled_corpus(N)` (8,992 distinct passages repeated with
+new ids), the same 100 HotpotQA questions.  The baseline is skipped when it would write more
+than `EDGE_BUDGET` edge rows.
 """
 
 from __future__ import annotations
@@ -22,15 +28,16 @@ from benchmarks.baseline import MaterializedEdgeStore, open_baseline
 from benchmarks.common import (
     Backend,
     Stopwatch,
+    argument_parser,
     figure,
     latency_bars,
     median,
     open_backend,
     p95,
-    parse_args,
     print_table,
     write_json,
 )
+from graphstore.links import incoming_tags, outgoing_tags
 from graphstore.nodes import Node
 from graphstore.store import GraphStore
 from graphstore.traversal import TraversalStats
@@ -49,6 +56,8 @@ TRAVERSAL_K = 10
 """graphstore's traversal_search returns k passages (padded with the next-nearest roots);
 the baseline and upstream return every node reached from their k roots (6-8 here)."""
 WARM_UP_QUERIES = 3
+EDGE_BUDGET = 3_000_000
+"""Most edge rows the baseline may write in one run (at 100k passages it would need ~150M)."""
 
 Search = Callable[[str, np.ndarray], Awaitable[tuple[int, int]]]
 """(question, its vector) -> (documents returned, backend queries issued)."""
@@ -166,56 +175,104 @@ def upstream_searches(
     return {name: traversal(o) for name, o in SEARCHES.items() if name not in GRAPHSTORE_ONLY}
 
 
+class RequestCounter:
+    """Counts the requests a driver session starts (every store of a run shares it)."""
+
+    def __init__(self, session: Any) -> None:
+        self.sent = 0
+        session.add_request_init_listener(self._count)
+
+    def _count(self, _: Any) -> None:
+        self.sent += 1
+
+
 async def measure(
-    search: Search, questions: Sequence[str], vectors: np.ndarray, repetitions: int
+    search: Search,
+    questions: Sequence[str],
+    vectors: np.ndarray,
+    repetitions: int,
+    counter: RequestCounter | None,
 ) -> dict[str, float]:
     """Latency (ms) median and p95 over every question and repetition, after a warm-up."""
     for question, vector in list(zip(questions, vectors, strict=True))[:WARM_UP_QUERIES]:
         await search(question, vector)
-    latencies, returned, queries = [], [], []
+    latencies, returned, queries, requests = [], [], [], []
     for _ in range(repetitions):
         for question, vector in zip(questions, vectors, strict=True):
+            before = counter.sent if counter else 0
             with Stopwatch() as watch:
                 count, issued = await search(question, vector)
             latencies.append(1e3 * watch.seconds)
             returned.append(count)
             queries.append(issued)
+            requests.append((counter.sent if counter else 0) - before)
     return {
         "median_ms": median(latencies),
         "p95_ms": p95(latencies),
         "queries_median": median(queries),
         "queries_max": float(max(queries)),
+        "requests_median": median(requests) if counter else float("nan"),
         "docs_median": median(returned),
         "samples": len(latencies),
     }
 
 
-async def run(args: Any) -> None:
-    sizes = QUICK if args.quick else FULL if args.backend == "embedded" else CASSANDRA
-    passages = data.hotpot_passages()[: sizes.passages]
-    questions = [q["question"] for q in data.hotpot_questions()[: sizes.questions]]
-    texts = [p.text for p in passages]
-    vectors = data.embed(texts)
-    question_vectors = data.embed(questions)
+def edge_rows(nodes: Sequence[Node]) -> int:
+    """The edge rows the baseline would write for these nodes: for every tag, the nodes
+    linking out to it times the nodes linking in to it."""
+    into: dict[Any, int] = {}
+    out: dict[Any, int] = {}
+    for node in nodes:
+        for tag in incoming_tags(node.links):
+            into[tag] = into.get(tag, 0) + 1
+        for tag in outgoing_tags(node.links):
+            out[tag] = out.get(tag, 0) + 1
+    return sum(count * out.get(tag, 0) for tag, count in into.items())
+
+
+def corpus(passages: int | None) -> tuple[list[Node], np.ndarray]:
+    """The stored passages: the 994 HotpotQA passages with their keyword and title-mention
+    links, or `data.scaled_corpus(passages)`."""
+    if passages:
+        return data.scaled_corpus(passages)
+    hotpot = data.hotpot_passages()
+    texts = [p.text for p in hotpot]
     links = [
         kw | mention
-        for kw, mention in zip(data.keyword_links(texts), data.mention_links(passages), strict=True)
+        for kw, mention in zip(data.keyword_links(texts), data.mention_links(hotpot), strict=True)
     ]
     nodes = [
         Node(p.title, p.text, {}, frozenset(tag_set))
-        for p, tag_set in zip(passages, links, strict=True)
+        for p, tag_set in zip(hotpot, links, strict=True)
     ]
+    return nodes, data.embed(texts)
+
+
+async def run(args: Any) -> None:
+    sizes = QUICK if args.quick else FULL if args.backend == "embedded" else CASSANDRA
+    nodes, vectors = corpus(args.passages)
+    if not args.passages:
+        nodes, vectors = nodes[: sizes.passages], vectors[: sizes.passages]
+    questions = [q["question"] for q in data.hotpot_questions()[: sizes.questions]]
+    question_vectors = data.embed(questions)
+    edges_needed = edge_rows(nodes)
     results: dict[str, dict[str, Any]] = {}
     with open_backend(args.backend) as backend:
+        counter = RequestCounter(backend.session) if backend.name == "cassandra" else None
         graph = GraphStore(None, backend.graph_storage("gs"))
         await graph.aadd_nodes(nodes, vectors=vectors)
-        edges = open_baseline(backend, "edges", vectors.shape[1])
-        for start in range(0, len(nodes), 64):
-            await edges.add(nodes[start : start + 64], vectors[start : start + 64])
-        stores = {"graphstore": graphstore_searches(graph), "baseline": baseline_searches(edges)}
+        stores = {"graphstore": graphstore_searches(graph)}
+        edges = None
+        if edges_needed <= EDGE_BUDGET:
+            edges = open_baseline(backend, "edges", vectors.shape[1])
+            for start in range(0, len(nodes), 64):
+                await edges.add(nodes[start : start + 64], vectors[start : start + 64])
+            stores["baseline"] = baseline_searches(edges)
+        else:
+            print(f"baseline skipped: it would write {edges_needed:,} edge rows")
         if backend.name == "cassandra":
             embeddings = data.PrecomputedEmbeddings(
-                [*texts, *questions], np.concatenate([vectors, question_vectors])
+                [*(n.text for n in nodes), *questions], np.concatenate([vectors, question_vectors])
             )
             stores["upstream CassandraGraphVectorStore"] = upstream_searches(
                 backend, nodes, embeddings
@@ -224,10 +281,11 @@ async def run(args: Any) -> None:
             for search_name, search in searches.items():
                 label = "plain similarity" if search_name == "similarity" else store_name
                 results.setdefault(search_name, {})[label] = await measure(
-                    search, questions, question_vectors, sizes.repetitions
+                    search, questions, question_vectors, sizes.repetitions, counter
                 )
         await graph.aclose()
-        await edges.close()
+        if edges is not None:
+            await edges.close()
     rows = [
         [
             search,
@@ -236,34 +294,48 @@ async def run(args: Any) -> None:
             r["p95_ms"],
             r["queries_median"],
             r["queries_max"],
+            r["requests_median"],
             r["docs_median"],
         ]
         for search, by_store in results.items()
         for store, r in by_store.items()
     ]
+    links = sum(len(node.links) for node in nodes)
     print_table(
         f"Search latency over {len(questions)} questions x {sizes.repetitions} "
-        f"({len(nodes)} passages, {sum(len(x) for x in links)} links, {args.backend})",
-        ["search", "store", "median ms", "p95 ms", "queries (median)", "queries (max)", "docs"],
+        f"({len(nodes)} passages, {links} links, {args.backend})",
+        [
+            "search",
+            "store",
+            "median ms",
+            "p95 ms",
+            "queries (median)",
+            "queries (max)",
+            "requests (median)",
+            "docs",
+        ],
         rows,
     )
+    name = f"{NAME}-{args.passages}" if args.passages else NAME
     write_json(
-        NAME,
+        name,
         args,
         {
             "sizes": sizes.__dict__,
+            "passages": len(nodes),
             "searches": SEARCHES,
-            "links": sum(len(x) for x in links),
+            "links": links,
+            "baseline_edge_rows": edges_needed,
             "results": results,
         },
     )
-    plot(args, results)
+    plot(name, args, results)
 
 
-def plot(args: Any, results: dict[str, dict[str, Any]]) -> None:
+def plot(name: str, args: Any, results: dict[str, dict[str, Any]]) -> None:
     """Median latency (whiskers to p95) and queries per search, grouped by search."""
     stores = sorted({store for by_store in results.values() for store in by_store})
-    with figure(NAME, args, panels=2) as (latency, queries):
+    with figure(name, args, panels=2) as (latency, queries):
         width = 0.8 / len(stores)
         for i, store in enumerate(stores):
             names = [s for s in results if store in results[s]]
@@ -283,7 +355,9 @@ def plot(args: Any, results: dict[str, dict[str, Any]]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    asyncio.run(run(parse_args(__doc__.splitlines()[0], argv)))
+    parser = argument_parser(__doc__.splitlines()[0])
+    parser.add_argument("--passages", type=int, help="run at scale with this many passages")
+    asyncio.run(run(parser.parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -488,6 +488,8 @@ class EmbeddedStorage(Storage):
         k: int,
         where: Condition,
         concurrency: int = 16,
+        *,
+        sizes: dict[TagKey, int] | None = None,
     ) -> list[list[TagHit]]:
         with self._lock, self._failures("reading"):
             self._refresh()

@@ -92,9 +92,14 @@ class Traversal:
         adjacent_k: int,
         where: Condition,
         stats: TraversalStats,
-    ) -> list[list[TagHit]]:
+    ) -> tuple[list[list[TagHit]], dict[TagKey, int]]:
+        """Each tag's hits, and the sizes the storage learned from the same reads."""
         stats.tag_queries += len(tags)
-        return await self.storage.search_tags(tags, query, adjacent_k, where, self._concurrency)
+        sizes: dict[TagKey, int] = {}
+        found = await self.storage.search_tags(
+            tags, query, adjacent_k, where, self._concurrency, sizes=sizes
+        )
+        return found, sizes
 
     async def traversal_search(
         self,
@@ -130,7 +135,7 @@ class Traversal:
             tags = sorted(carrier)
             visited.update(tags)
             frontier = []
-            found = await self._search_tags(tags, query, adjacent_k, where, stats)
+            found, _ = await self._search_tags(tags, query, adjacent_k, where, stats)
             for tag, tag_hits in zip(tags, found, strict=True):
                 path = (*reached[carrier[tag]].path, tag)
                 for hit in tag_hits:
@@ -267,10 +272,10 @@ class _Search:
             return
         tags = sorted(carriers)
         self.visited.update(tags)
-        found = await self.traversal._search_tags(
+        found, sizes_read = await self.traversal._search_tags(
             tags, self.query, strategy.adjacent_k, self.where, self.stats
         )
-        sizes = await self._tag_sizes(tags, found)
+        sizes = await self._tag_sizes(tags, found, sizes_read)
         new: dict[str, tuple[float, _Reached, TagHit]] = {}
         for tag, tag_hits in zip(tags, found, strict=True):
             parent = max(carriers[tag], key=self._relevance)
@@ -315,15 +320,21 @@ class _Search:
             await self.expand(overdue)
 
     async def _tag_sizes(
-        self, tags: Sequence[TagKey], found: Sequence[Sequence[TagHit]]
+        self,
+        tags: Sequence[TagKey],
+        found: Sequence[Sequence[TagHit]],
+        sizes_read: dict[TagKey, int],
     ) -> dict[TagKey, int]:
         """How many passages the search may return link in to each tag (those that pass the
-        filter, so passages filtered out never change a result).  A page shorter than
-        `adjacent_k` is the whole (filtered) tag; the storage counts the others."""
+        filter, so passages filtered out never change a result).  Sizes the storage read
+        with the tags come first; a page shorter than `adjacent_k` is the whole (filtered)
+        tag; the storage counts the others."""
         sizes: dict[TagKey, int] = {}
         unknown = []
         for tag, tag_hits in zip(tags, found, strict=True):
-            if len(tag_hits) < self.strategy.adjacent_k:
+            if tag in sizes_read:
+                sizes[tag] = sizes_read[tag]
+            elif len(tag_hits) < self.strategy.adjacent_k:
                 sizes[tag] = len(tag_hits)
             else:
                 unknown.append(tag)

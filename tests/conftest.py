@@ -7,14 +7,17 @@ Cassandra tests need a node: `GRAPHSTORE_TEST_CASSANDRA=127.0.0.1:9042` (start o
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from graphstore.embedded import EmbeddedStorage
+from graphstore.nodes import Node
 from graphstore.storage import Storage
 
 CASSANDRA_ENV = "GRAPHSTORE_TEST_CASSANDRA"
@@ -89,3 +92,55 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         (pytest.fail if os.environ.get("CI") else pytest.skip)(f"{SHARED_DATA} is missing")
     return SHARED_DATA
+
+
+OLD_CASSANDRA_SCHEMA = [
+    "CREATE TABLE {tags} (kind text, tag text, node_id text, embedding vector<float, 3>, "
+    "outgoing set<frozen<tuple<text, text>>>, filter_terms set<text>, "
+    "PRIMARY KEY ((kind, tag), node_id))",
+    "CREATE CUSTOM INDEX {table}_tags_embedding ON {tags} (embedding) "
+    "USING 'StorageAttachedIndex' WITH OPTIONS = {{'similarity_function': 'COSINE'}}",
+    "CREATE TABLE {nodes} (node_id text PRIMARY KEY, text text, metadata text, links text, "
+    "embedding vector<float, 3>, outgoing set<frozen<tuple<text, text>>>, "
+    "filter_terms set<text>)",
+    "CREATE CUSTOM INDEX {table}_nodes_embedding ON {nodes} (embedding) "
+    "USING 'StorageAttachedIndex' WITH OPTIONS = {{'similarity_function': 'COSINE'}}",
+    "CREATE CUSTOM INDEX {table}_nodes_filter_terms ON {nodes} (VALUES(filter_terms)) "
+    "USING 'StorageAttachedIndex'",
+]
+"""The tables of a 3-d Cassandra store as graphstore made them before range columns and hot
+tags (commit 11bb94c): one tag table with an SAI-indexed vector, no meta table."""
+
+
+def write_old_cassandra_store(
+    session: Any, keyspace: str, table: str, nodes: Sequence[tuple[Node, Sequence[float]]]
+) -> None:
+    """Create the tables of `OLD_CASSANDRA_SCHEMA` and write `nodes` (with 3-d unit vectors)
+    as that version did: a node row and one tag row per incoming tag."""
+    from graphstore.links import encode_links, incoming_tags, outgoing_tags
+    from graphstore.metadata import filter_terms
+
+    names = {
+        "nodes": f'"{keyspace}"."{table}_nodes"',
+        "tags": f'"{keyspace}"."{table}_tags"',
+        "table": table,
+    }
+    for statement in OLD_CASSANDRA_SCHEMA:
+        session.execute(statement.format(**names), timeout=120)
+    insert_node = session.prepare(
+        f"INSERT INTO {names['nodes']} (node_id, text, metadata, links, embedding, outgoing, "
+        "filter_terms) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    )
+    insert_tag = session.prepare(
+        f"INSERT INTO {names['tags']} (kind, tag, node_id, embedding, outgoing, filter_terms) "
+        "VALUES (?, ?, ?, ?, ?, ?)"
+    )
+    for node, vector in nodes:
+        terms = sorted(filter_terms(node.metadata))
+        outgoing = sorted(outgoing_tags(node.links))
+        metadata = json.dumps(node.metadata)
+        embedding = [float(x) for x in vector]
+        row = (node.id, node.text, metadata, encode_links(node.links), embedding, outgoing, terms)
+        session.execute(insert_node, row)
+        for kind, tag in incoming_tags(node.links):
+            session.execute(insert_tag, (kind, tag, node.id, embedding, outgoing, terms))

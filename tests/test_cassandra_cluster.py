@@ -233,7 +233,7 @@ def test_each_request_goes_to_a_replica_of_its_row(all_up):
     """With one replica per row, token-aware routing sends each node read to the node that
     holds the row (round robin over three nodes would find it a third of the time)."""
     from graphstore.cassandra import CassandraStorage
-    from graphstore.cassandra.queries import SELECT_NODE
+    from graphstore.cassandra.queries import SELECT_NODES
 
     cluster = all_up
     storage = CassandraStorage.connect(
@@ -246,7 +246,7 @@ def test_each_request_goes_to_a_replica_of_its_row(all_up):
     try:
         GraphStore(KeyedEmbeddings(dimension=DIMENSION), storage).add_nodes(passages(60))
         requests = storage._requests
-        select = requests.prepare(requests.cql(SELECT_NODE))
+        select = requests.prepare(requests.cql(SELECT_NODES[1]))  # one key: routed
         metadata = storage.session.cluster.metadata
         coordinators = set()
         for i in range(60):

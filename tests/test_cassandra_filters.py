@@ -4,20 +4,17 @@ store written before range columns, the cap on range columns, and other processe
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from conftest import write_old_cassandra_store
 from test_cassandra import connect
 
 from graphstore.cassandra import CassandraStorage
 from graphstore.cassandra.filters import RangeColumn, plan
-from graphstore.cassandra.queries import INSERT_NODE, INSERT_TAG
-from graphstore.cassandra.schema import SCHEMA
 from graphstore.filters import parse_filter
-from graphstore.links import Link, encode_links, incoming_tags, outgoing_tags
-from graphstore.metadata import filter_terms
+from graphstore.links import Link
 from graphstore.nodes import Node, StoredNode, unit
 
 CHAPTER = RangeColumn(True, "chapter")
@@ -73,27 +70,14 @@ def test_bounds_on_one_column_keep_the_tightest_and_stay_exact_when_precise():
 
 
 async def test_a_store_written_before_range_columns_gets_them_on_first_use(table: str):
-    old = connect(table)  # create the tables and write rows as the version before did
-    session = old.session
-    names = {
-        "nodes": f'"graphstore_test"."{table}_nodes"',
-        "tags": f'"graphstore_test"."{table}_tags"',
-        "table": table,
-    }
-    for statement in SCHEMA:
-        session.execute(statement.format(**names, dimension=3), timeout=120)
-    insert_node = session.prepare(INSERT_NODE.format(**names))
-    insert_tag = session.prepare(INSERT_TAG.format(**names))
-    for index, node in enumerate(NODES):
-        links = frozenset({Link.bidir("kw", "all")})
-        vector = unit([1, index, 0]).tolist()
-        terms = sorted(filter_terms(node.metadata))
-        outgoing = sorted(outgoing_tags(links))
-        metadata = json.dumps(node.metadata)
-        row = (node.id, node.text, metadata, encode_links(links), vector, outgoing, terms)
-        session.execute(insert_node, row)
-        for kind, tag in incoming_tags(links):
-            session.execute(insert_tag, (kind, tag, node.id, vector, outgoing, terms))
+    links = frozenset({Link.bidir("kw", "all")})
+    old = connect(f"{table}x")  # a session to write the tables as the version before did
+    write_old_cassandra_store(
+        old.session,
+        "graphstore_test",
+        table,
+        [(Node(n.id, n.text, n.metadata, links), unit([1, i, 0])) for i, n in enumerate(NODES)],
+    )
     await old.close()
 
     store = connect(table)

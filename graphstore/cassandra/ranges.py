@@ -1,5 +1,7 @@
 """Range columns: a `double` (numbers) or `varint` (strings) pair per metadata key and value
-type, on the node and tag tables, each with an SAI index (`graphstore.cassandra.filters`).
+type, on the node table and the hot tags' buckets, each with an SAI index
+(`graphstore.cassandra.filters`).  Small tags need none: they are read whole and their rows
+checked here.
 
 A pair is added (`ALTER TABLE … ADD IF NOT EXISTS`, then its four indexes) the first time a
 node with a value of that key and type is written, before that node; it is registered in
@@ -23,18 +25,19 @@ import json
 import math
 import threading
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from cassandra.concurrent import execute_concurrent
 
 from graphstore.cassandra.filters import RangeColumn, code
 from graphstore.cassandra.queries import SCAN_NODES
+from graphstore.cassandra.rows import tag_map
 from graphstore.cassandra.schema import DDL_TIMEOUT
 from graphstore.cassandra.session import Requests, one_line
 from graphstore.errors import StorageError
 from graphstore.filters import FilterValues
-from graphstore.links import TagKey, decode_links, incoming_tags
+from graphstore.links import TagKey
 
 MAX_RANGE_COLUMNS = 16
 """(key, type) pairs with range columns, at most: each adds four SAI indexes."""
@@ -53,7 +56,11 @@ ADD_INDEX = (
 )
 PROBE = 'SELECT node_id FROM {table} WHERE "{column}" = ? LIMIT 1'
 UPDATE_NODE = "UPDATE {{nodes}} SET {assignments} WHERE node_id = ?"
-UPDATE_TAG = "UPDATE {{tags}} SET {assignments} WHERE kind = ? AND tag = ? AND node_id = ?"
+UPDATE_HOT = (
+    "UPDATE {{hot}} SET {assignments} WHERE kind = ? AND tag = ? AND bucket = ? AND node_id = ?"
+)
+INDEXED = ("nodes", "hot")
+"""The tables with range columns."""
 
 Cells = dict[str, Any]
 """Range column name → value (None clears it)."""
@@ -77,17 +84,21 @@ def cells(values: FilterValues, columns: Collection[RangeColumn]) -> Cells:
 
 
 def updates(
-    node_id: str, tags: Iterable[TagKey], filled: Cells
+    node_id: str, hot: Mapping[TagKey, int], filled: Cells
 ) -> list[tuple[str, tuple[Any, ...]]]:
-    """UPDATE templates and values setting `filled` on a node row and its tag rows."""
+    """UPDATE templates and values setting `filled` on a node row and its rows in hot tags'
+    buckets (`hot`: tag -> bucket)."""
     if not filled:
         return []
     names = sorted(filled)
     assignments = ", ".join(f'"{name}" = ?' for name in names)  # validated names only
     values = tuple(filled[name] for name in names)
     found = [(UPDATE_NODE.format(assignments=assignments), (*values, node_id))]
-    template = UPDATE_TAG.format(assignments=assignments)
-    found.extend((template, (*values, kind, tag, node_id)) for kind, tag in sorted(tags))
+    template = UPDATE_HOT.format(assignments=assignments)
+    found.extend(
+        (template, (*values, kind, tag, bucket, node_id))
+        for (kind, tag), bucket in sorted(hot.items())
+    )
     return found
 
 
@@ -187,7 +198,7 @@ class RangeColumns:
 
     def _create(self, column: RangeColumn) -> None:
         names = self._requests.names
-        for part in ("nodes", "tags"):
+        for part in INDEXED:
             table = names[part]
             self._run_ddl(
                 ADD_COLUMNS.format(table=table, lo=column.lo, hi=column.hi, type=column.cql_type)
@@ -197,7 +208,7 @@ class RangeColumns:
                 self._run_ddl(ADD_INDEX.format(index=index, table=table, column=name))
         probe_value: float | int = 0.0 if column.is_number else 0
         deadline = time.monotonic() + DDL_TIMEOUT
-        for part in ("nodes", "tags"):
+        for part in INDEXED:
             for name in (column.lo, column.hi):
                 probe = self._requests.prepare(PROBE.format(table=names[part], column=name))
                 while True:
@@ -217,14 +228,14 @@ class RangeColumns:
         """Range columns of every node of a store written before they existed."""
         rows = self._requests.execute_now(self._requests.cql(SCAN_NODES), ())
         nodes = [
-            (node_id, incoming_tags(decode_links(links)), FilterValues.of_terms(terms or ()))
-            for node_id, links, _, terms in rows
+            (node_id, tag_map(tag_buckets), FilterValues.of_terms(terms or ()))
+            for node_id, _, _, terms, tag_buckets in rows
         ]
-        needed = set().union(*(wanted(values) for _, _, values in nodes))
+        needed = set().union(*(wanted(values) for _, _, values in nodes)) if nodes else set()
         self._add(needed)
         batches = []
-        for node_id, tags, values in nodes:
-            statements = updates(node_id, tags, cells(values, needed & self.known))
+        for node_id, hot, values in nodes:
+            statements = updates(node_id, hot, cells(values, needed & self.known))
             if statements:
                 batch = self._requests.batch()  # at the store's write level
                 for template, bound in statements:

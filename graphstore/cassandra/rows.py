@@ -27,21 +27,31 @@ def tag_hits(rows: Sequence[Any]) -> list[TagHit]:
     return sorted(hits, key=lambda hit: -hit.similarity)
 
 
-def ranked(rows: Sequence[Any], query: Vector) -> list[TagHit]:
-    """Rows of (node_id, embedding, outgoing, …) ranked by exact cosine to `query`."""
+def ranked(rows: Sequence[Any], query: Vector, k: int) -> list[TagHit]:
+    """The `k` rows of (node_id, embedding, outgoing, …) nearest to `query` by exact cosine
+    (ties by id); only those are turned into hits."""
     if not rows:
         return []
-    embeddings = [as_vector(row[1]) for row in rows]
-    scores = np.stack(embeddings) @ query
-    hits = [
-        TagHit(row[0], embedding, tag_set(row[2]), float(score))
-        for row, embedding, score in zip(rows, embeddings, scores, strict=True)
-    ]
-    return sorted(hits, key=lambda hit: (-hit.similarity, hit.id))
+    embeddings = np.stack([as_vector(row[1]) for row in rows])
+    scores = embeddings @ query
+    best = sorted(range(len(rows)), key=lambda i: (-scores[i], rows[i][0]))[:k]
+    return [TagHit(rows[i][0], embeddings[i], tag_set(rows[i][2]), float(scores[i])) for i in best]
 
 
-def as_vector(value: Sequence[float]) -> Vector:
-    """A vector column as float32."""
+LITTLE_ENDIAN_FLOAT = np.dtype("<f4")
+
+
+def embedding_bytes(vector: Vector) -> bytes:
+    """A small part's `embedding blob`: float32, little-endian.  A small part has no vector
+    index, so its column need not be a vector; the driver decodes a vector one Python float
+    at a time (~30 µs a row even with `vector_codec`), bytes for nothing."""
+    return vector.astype(LITTLE_ENDIAN_FLOAT).tobytes()
+
+
+def as_vector(value: bytes | Sequence[float]) -> Vector:
+    """An embedding column as float32: a small part's bytes, or a vector column's floats."""
+    if isinstance(value, bytes):
+        return np.frombuffer(value, dtype=LITTLE_ENDIAN_FLOAT).astype(np.float32)
     return np.asarray(value, dtype=np.float32)
 
 
@@ -50,3 +60,8 @@ def stored_node(row: Sequence[Any]) -> StoredNode:
     node_id, text, metadata, links, embedding = row[:5]
     node = Node(node_id, text, json.loads(metadata), decode_links(links))
     return StoredNode(node, as_vector(embedding))
+
+
+def tag_map(values: Any) -> dict[TagKey, int]:
+    """A `map<frozen<tuple<text, text>>, int>` column (None when empty) as a dict."""
+    return {(kind, tag): int(value) for (kind, tag), value in (values or {}).items()}

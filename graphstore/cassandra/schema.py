@@ -22,24 +22,47 @@ SELECT_DIMENSION = (
     "WHERE keyspace_name = ? AND table_name = ? AND column_name = 'embedding'"
 )
 SELECT_KEYSPACE = "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?"
+SELECT_TABLE = (
+    "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?"
+)
 
 SCHEMA = [
-    # Tag table first, node table last: a node table is what marks the store as existing.
-    "CREATE TABLE IF NOT EXISTS {tags} (kind text, tag text, node_id text, "
+    # The node table last: a node table is what marks the store as existing.
+    "CREATE TABLE IF NOT EXISTS {tags} (kind text, tag text, node_id text, embedding blob, "
+    "outgoing set<frozen<tuple<text, text>>>, filter_terms set<text>, "
+    "buckets set<int> static, PRIMARY KEY ((kind, tag), node_id))",
+    "CREATE TABLE IF NOT EXISTS {hot} (kind text, tag text, bucket int, node_id text, "
     "embedding vector<float, {dimension}>, outgoing set<frozen<tuple<text, text>>>, "
-    "filter_terms set<text>, PRIMARY KEY ((kind, tag), node_id))",
-    "CREATE CUSTOM INDEX IF NOT EXISTS {table}_tags_embedding ON {tags} (embedding) "
+    "filter_terms set<text>, PRIMARY KEY ((kind, tag, bucket), node_id))",
+    "CREATE CUSTOM INDEX IF NOT EXISTS {table}_hot_embedding ON {hot} (embedding) "
     "USING 'StorageAttachedIndex' WITH OPTIONS = {{'similarity_function': 'COSINE'}}",
-    "CREATE CUSTOM INDEX IF NOT EXISTS {table}_tags_filter_terms ON {tags} "
+    "CREATE CUSTOM INDEX IF NOT EXISTS {table}_hot_filter_terms ON {hot} "
     "(VALUES(filter_terms)) USING 'StorageAttachedIndex'",
+    "CREATE TABLE IF NOT EXISTS {hot_tags} (directory int, kind text, tag text, rows counter, "
+    "PRIMARY KEY (directory, kind, tag))",
     "CREATE TABLE IF NOT EXISTS {nodes} (node_id text PRIMARY KEY, text text, metadata text, "
     "links text, embedding vector<float, {dimension}>, outgoing set<frozen<tuple<text, text>>>, "
-    "filter_terms set<text>)",
+    "filter_terms set<text>, tag_buckets map<frozen<tuple<text, text>>, int>)",
     "CREATE CUSTOM INDEX IF NOT EXISTS {table}_nodes_embedding ON {nodes} (embedding) "
     "USING 'StorageAttachedIndex' WITH OPTIONS = {{'similarity_function': 'COSINE'}}",
     "CREATE CUSTOM INDEX IF NOT EXISTS {table}_nodes_filter_terms ON {nodes} "
     "(VALUES(filter_terms)) USING 'StorageAttachedIndex'",
 ]
+"""Every table and index of a store: `<table>_tags` holds small tags (no index: read whole;
+embeddings as bytes, `rows.embedding_bytes`),
+`<table>_hot` the rows of hot tags in buckets (SAI-indexed), `<table>_hot_tags` the hot tags
+and how many rows each holds in its buckets, `<table>_nodes` the nodes, each with the bucket
+of every tag row it has in `<table>_hot` (`graphstore.cassandra.layout`)."""
+
+UPGRADE = [
+    "ALTER TABLE {tags} ADD IF NOT EXISTS buckets set<int> static",
+    "ALTER TABLE {nodes} ADD IF NOT EXISTS tag_buckets map<frozen<tuple<text, text>>, int>",
+    *SCHEMA[1:5],
+]
+"""What a store made before hot tags lacks: two columns and the hot tables.  Its tag rows
+stay where they are, as small parts, with their embeddings in a vector column (new stores:
+bytes); its old SAI indexes on `<table>_tags` are left alone (they still cost every write:
+dropping them is safe, nothing reads them)."""
 
 
 def replication_cql(replication: Mapping[str, str | int] | None) -> str:

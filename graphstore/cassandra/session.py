@@ -16,7 +16,13 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, WriteTimeout
+from cassandra import (
+    ConsistencyLevel,
+    OperationTimedOut,
+    ReadTimeout,
+    WriteFailure,
+    WriteTimeout,
+)
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.policies import RetryPolicy
 from cassandra.query import BatchStatement, BatchType, tuple_factory
@@ -30,9 +36,12 @@ DEFAULT_RETRIES = 2
 DEFAULT_RETRY_WINDOW = 60.0
 FIRST_PAUSE = 0.25
 LONGEST_PAUSE = 4.0
-REPLICA_ERRORS = (WriteTimeout, ReadTimeout, OperationTimedOut)
+REPLICA_ERRORS = (WriteTimeout, ReadTimeout, OperationTimedOut, WriteFailure)
 """Replicas (or the coordinator) that did not answer in time: transient while the cluster
-notices that a node died.  Too few replicas alive (Unavailable) fails at once."""
+notices that a node died.  Too few replicas alive (Unavailable) fails at once.  A replica
+that failed a write: Cassandra 5.0.9 fails a write into a vector index's memtable when more
+than `concurrent_writes` writes insert into it at once (CASSANDRA-21644, fixed later), which
+a load of many passages at a time meets; the write succeeds when sent again."""
 
 Decision = tuple[int, Any]
 """A retry policy's answer: RETRY, RETRY_NEXT_HOST or RETHROW, and a consistency level."""
@@ -270,13 +279,13 @@ class Requests:
         """Run one statement under the in-flight bound; return the rows of every page.
 
         A statement the cluster could not complete because replicas timed out is sent again
-        (every statement is idempotent), after a growing pause, until `retry_window` seconds
-        have passed: the other nodes notice a node that died only after 10-30 s, and until
-        then every logged batch whose batchlog they send to it times out.  A re-sent
-        statement gets a new client timestamp (the driver's own retries keep theirs); it can
-        only matter against another writer of the same passage at the same moment, which is
-        not isolated anyway.  When no node answers, or too few replicas are alive, the error
-        comes at once.
+        if it is idempotent (all are but counter increments), after a growing pause, until
+        `retry_window` seconds have passed: the other nodes notice a node that died only after
+        10-30 s, and until then every logged batch whose batchlog they send to it times out.
+        A re-sent statement gets a new client timestamp (the driver's own retries keep
+        theirs); it can only matter against another writer of the same passage at the same
+        moment, which is not isolated anyway.  When no node answers, or too few replicas are
+        alive, the error comes at once.
         """
         deadline = time.monotonic() + self.retry_window
         pause = FIRST_PAUSE
@@ -285,7 +294,8 @@ class Requests:
                 return await self._execute_once(statement, values)
             except StorageError as error:
                 transient = isinstance(error.__cause__, REPLICA_ERRORS)
-                if not transient or time.monotonic() + pause > deadline:
+                idempotent = getattr(statement, "is_idempotent", False)
+                if not (transient and idempotent) or time.monotonic() + pause > deadline:
                     raise
             await asyncio.sleep(pause)
             pause = min(2 * pause, LONGEST_PAUSE)
@@ -317,3 +327,30 @@ class Requests:
     ) -> list[Any]:
         """Fill, prepare and run a template."""
         return await self.execute(await self.prepared(template, where, prefix), values)
+
+    @property
+    def one_node(self) -> bool:
+        """Whether the cluster is one node, where one `IN` read beats a request per key."""
+        return len(self.session.cluster.metadata.all_hosts()) <= 1
+
+    async def run_keys(
+        self, templates: tuple[str, str], keys: Sequence[Sequence[Any]], per_request: int = 100
+    ) -> list[Any]:
+        """Rows for each of `keys` (each a tuple of a partition key's values) by a pair of
+        templates, `IN` and `=` (`queries`): on one node, one `IN` request per `per_request`
+        keys (a request costs the client more than a row); on a cluster, one request per
+        key, each routed to a replica of its row.  The rows of all, concurrently."""
+        many, one = templates
+        if not self.one_node:
+            pages = await asyncio.gather(*(self.run(one, tuple(key)) for key in keys))
+        else:
+            chunks = [keys[i : i + per_request] for i in range(0, len(keys), per_request)]
+            pages = await asyncio.gather(
+                *(
+                    self.run(
+                        many, tuple(sorted({key[i] for key in chunk}) for i in range(len(chunk[0])))
+                    )
+                    for chunk in chunks
+                )
+            )
+        return [row for rows in pages for row in rows]

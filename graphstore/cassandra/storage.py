@@ -1,30 +1,23 @@
-"""`CassandraStorage`: the `Storage` interface on a node table and a per-tag table.
+"""`CassandraStorage`: the `Storage` interface on a node table and per-tag tables.
 
-`<table>_nodes` holds one row per node (text, metadata and links as JSON, the embedding);
-`<table>_tags` holds one row per (incoming tag, node), partitioned by tag and carrying the
-node's embedding, outgoing tags and filter terms, so a traversal step reads no node rows.
-`search_tag` reads a small tag's partition whole (at most k + 1 rows) and ranks it by exact
-cosine here, checking each row against the filter; only a tag holding more than k rows takes
-the partition-restricted ANN query (`queries.SEARCH_TAG`).
+`<table>_nodes` holds one row per node (text, metadata and links as JSON, the embedding, and
+the bucket of each of its rows in a hot tag); the tag tables hold one row per (incoming tag,
+node) carrying the node's embedding, outgoing tags and filter terms, so a traversal step reads
+no node rows.  A tag's rows are in its small part (`<table>_tags`, no vector index, read whole
+and checked against the filter and ranked here) until it turns hot, and in its buckets
+(`<table>_hot`, SAI-indexed, partition-restricted ANN queries) after: `layout` says where a
+row goes, `hot_tags` keeps the directory of hot tags, `writes` writes, `tag_reads` reads,
+`check` compares.
 
 Both partition-restricted ANN and ANN with `CONTAINS` on an SAI `VALUES` index were checked
 on Cassandra 5.0.9.  SAI's `similarity_cosine` is (1 + cos) / 2; scores are mapped back to
 plain cosine so they equal the embedded backend's.  Filters: `graphstore.cassandra.filters`
 (the queries) and `graphstore.cassandra.ranges` (the range columns they use).
-
-Hot tags: a tag that a large share of nodes link in to makes one wide partition, and its
-ANN query walks one large per-partition candidate set on one replica set.  The design scales
-past that by bucketing hot tags: `PRIMARY KEY ((kind, tag, bucket), node_id)` with
-`bucket = hash(node_id) % B` for tags above a frequency threshold (B recorded per tag), where
-`search_tag` queries all B buckets concurrently and merges their top-k.  Not done yet: every
-tag is one partition.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,37 +27,28 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
 from graphstore import vector_codec
+from graphstore.cassandra.check import scanned_problems, scanned_stats
 from graphstore.cassandra.consistency import Consistency
 from graphstore.cassandra.filters import Branch, Plan, Ranking, plan, range_columns, top_k
+from graphstore.cassandra.hot_tags import HotTags
+from graphstore.cassandra.layout import TagLayout
 from graphstore.cassandra.queries import (
-    COUNT_TAG,
-    DELETE_NODE,
-    DELETE_TAG,
-    INSERT_NODE,
-    INSERT_TAG,
-    READ_TAG,
     SCAN_HITS,
+    SCAN_HOT_BUCKET,
     SCAN_NODE_IDS,
-    SCAN_NODES,
     SCAN_SEARCH,
-    SCAN_TAG,
-    SCAN_TAG_KEYS,
-    SCAN_TAGS,
     SEARCH_HITS,
+    SEARCH_HOT,
     SEARCH_NODES,
-    SEARCH_TAG,
-    SELECT_LINKS,
-    SELECT_NODE,
-    TAG_MEMBERS,
+    SELECT_NODES,
 )
-from graphstore.cassandra.ranges import MAX_RANGE_COLUMNS, RangeColumns, cells, updates, wanted
-from graphstore.cassandra.rows import ranked, stored_node, tag_hits, tag_set
+from graphstore.cassandra.ranges import MAX_RANGE_COLUMNS, RangeColumns
+from graphstore.cassandra.rows import ranked, stored_node, tag_hits
 from graphstore.cassandra.schema import (
     DDL_TIMEOUT,
     SCHEMA,
-    SELECT_DIMENSION,
     SELECT_KEYSPACE,
-    VECTOR_TYPE,
+    UPGRADE,
     replication_cql,
     replication_factor,
 )
@@ -76,16 +60,15 @@ from graphstore.cassandra.session import (
     Requests,
     one_line,
 )
+from graphstore.cassandra.tables import PARTS, Tables
+from graphstore.cassandra.tag_reads import TagReader
 from graphstore.cassandra.url import DEFAULT_PORT, DEFAULT_TABLE, identifier, parse_url
+from graphstore.cassandra.writes import Writer
 from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
 from graphstore.filters import EVERYTHING, Condition, FilterValues, holds, matches
-from graphstore.links import TagKey, decode_links, encode_links, incoming_tags, outgoing_tags
-from graphstore.metadata import filter_terms
+from graphstore.links import TagKey
 from graphstore.nodes import StoredNode, TagHit, Vector
 from graphstore.storage import ScoredNode, Storage, StoreStats
-
-LARGE_TAGS_REMEMBERED = 100_000
-"""How many tags known to be larger than a page `search_tag` remembers (skipping the read)."""
 
 
 class CassandraStorage(Storage):
@@ -108,14 +91,11 @@ class CassandraStorage(Storage):
     - Writes use the driver's client-side timestamp, fixed when a request is built and kept
       on retries, so a retried batch never duplicates or resurrects rows.  (A session with
       `use_client_timestamp = False` loses that guarantee.)
-    - Each node is one LOGGED batch: stale tag rows deleted, current tag rows and the node
-      row written, atomically.  Its size is about tags x dimension x 4 bytes, which passes
-      Cassandra's default `batch_size_fail_threshold` (50 KiB) at ~8 tags of 1536-d vectors;
-      the local test node raises it to 1 MiB, and production nodes need the same.  Batches
-      over `batch_size_warn_threshold` (5 KiB) are expected: the driver logs the server's
-      warning on the `cassandra.protocol` logger when an application enables logging.  Upserts
-      read a node's old links first, so two processes writing the same node at the same
-      time may leave a stale tag row (`check` reports it).
+    - Each node is one LOGGED batch (`writes`: its size, and concurrent writers).  Only hot
+      tags' rows are vector-indexed; `layout` (a `TagLayout`) sets when a tag turns hot and
+      how many rows a bucket takes (tests make both small).
+    - A store made before hot tags existed is upgraded when opened: two columns added, the
+      hot tables created, no row rewritten (a role that may not ALTER gets a one-line error).
     - At most `max_in_flight` requests are outstanding at once across all event loops and
       threads; `peak_in_flight` records the most seen.
     - `stats` and `check` scan whole tables: fine for tests and the CLI, not for huge stores.
@@ -137,6 +117,7 @@ class CassandraStorage(Storage):
         retry_window: float = DEFAULT_RETRY_WINDOW,
         consistency: Consistency | str | None = None,
         max_range_columns: int = MAX_RANGE_COLUMNS,
+        layout: TagLayout | None = None,
     ) -> None:
         vector_codec.install()
         self.keyspace = identifier("keyspace", keyspace)
@@ -144,18 +125,11 @@ class CassandraStorage(Storage):
         self.session = session
         self.timeout = timeout
         self._cluster: Any = None
-        self._large_tags: set[TagKey] = set()
-        """Tags seen holding more rows than a `search_tag` page: queried by ANN directly."""
         self._schema_ready = False
-        names = {
-            "nodes": f'"{self.keyspace}"."{self.table}_nodes"',
-            "tags": f'"{self.keyspace}"."{self.table}_tags"',
-            "meta": f'"{self.keyspace}"."{self.table}_meta"',
-            "table": self.table,
-        }
+        names = {part: f'"{self.keyspace}"."{self.table}_{part}"' for part in PARTS}
         self._requests = Requests(
             session,
-            names,
+            names | {"table": self.table},
             max_in_flight=max_in_flight,
             timeout=timeout,
             max_retries=max_retries,
@@ -163,6 +137,10 @@ class CassandraStorage(Storage):
             consistency=Consistency.of(consistency),
         )
         self._ranges = RangeColumns(self._requests, session, max_range_columns)
+        self._tables = Tables(session, self._requests, self.keyspace, self.table)
+        self._hot = HotTags(self._requests, layout or TagLayout())
+        self._writer = Writer(self._requests, self._hot, self._ranges)
+        self._reader = TagReader(self._requests, self._hot, self._bucket_hits, self._plan)
         try:
             keyspace_rows = self._requests.execute_now(SELECT_KEYSPACE, (self.keyspace,))
             if not keyspace_rows:
@@ -172,13 +150,15 @@ class CassandraStorage(Storage):
                 )
             self.replicas = replication_factor(keyspace_rows[0][0])
             """Replicas of each row (in one data centre): above 1, ANN results are checked."""
-            self._dimension = self._read_dimension()
-            if self._dimension is not None:
-                self._ranges.open_now()
+            self._dimension = self._tables.dimension()
         except StoreOpenError:
             raise
         except Exception as error:
             raise StoreOpenError(f"cannot read the Cassandra schema: {one_line(error)}") from error
+        if self._dimension is not None:
+            self._tables.upgrade(self._dimension)
+            self._writer.small_as_vectors = self._tables.small_as_vectors()
+            self._ranges.open_now()
 
     @classmethod
     def connect(
@@ -291,21 +271,8 @@ class CassandraStorage(Storage):
         """The most requests ever outstanding at once (never above `max_in_flight`)."""
         return self._requests.gate.peak
 
-    def _read_dimension(self) -> int | None:
-        """D of the node table's `vector<float, D>` column, or None if there is no table."""
-        rows = self._requests.execute_now(SELECT_DIMENSION, (self.keyspace, f"{self.table}_nodes"))
-        if not rows:
-            return None
-        match = VECTOR_TYPE.fullmatch(rows[0][0])
-        if match is None:
-            raise StoreOpenError(
-                f"table {self.keyspace}.{self.table}_nodes is not a graphstore table "
-                f"(its embedding column is {rows[0][0]})"
-            )
-        return int(match.group(1))
-
     def _create_schema(self, dimension: int) -> None:
-        """Create whatever tables and indexes are missing (IF NOT EXISTS: safe to repeat).
+        """Create whatever tables, columns and indexes are missing (safe to repeat).
 
         Run at the first write of each storage object, so an earlier interrupted creation
         is completed; the dimension of an existing node table wins over `dimension`.
@@ -313,15 +280,12 @@ class CassandraStorage(Storage):
         with self._requests.lock:
             if self._schema_ready:
                 return
-            size = int(self._dimension or dimension)  # an int: nothing else reaches the DDL
             new = self._dimension is None
-            for statement in SCHEMA:
-                self.session.execute(
-                    statement.format(**self._requests.names, dimension=size), timeout=DDL_TIMEOUT
-                )
+            self._tables.run([*SCHEMA, *UPGRADE], self._dimension or dimension)
             if new:
                 self._ranges.mark_new()
-            self._dimension = self._read_dimension()
+            self._dimension = self._tables.dimension()
+            self._writer.small_as_vectors = self._tables.small_as_vectors()
             self._schema_ready = True
 
     # -- Storage ---------------------------------------------------------------------------
@@ -346,81 +310,20 @@ class CassandraStorage(Storage):
                     f"embedding of node {stored.node.id!r} has dimension "
                     f"{stored.embedding.size}; the store holds {self._dimension}"
                 )
-        values = {
-            node_id: FilterValues.of_metadata(s.node.metadata) for node_id, s in latest.items()
-        }
-        usable = await self._ranges.ensure(set().union(*map(wanted, values.values())))
-        await asyncio.gather(
-            *(
-                self._write(stored, cells(values[node_id], usable))
-                for node_id, stored in latest.items()
-            )
-        )
-
-    async def _write(self, stored: StoredNode, filled: dict[str, Any]) -> None:
-        """One node: read its old links and filter terms, then one atomic batch (`filled`:
-        the node's range columns)."""
-        node = stored.node
-        old = await self._requests.run(SELECT_LINKS, (node.id,))
-        stale = incoming_tags(decode_links(old[0][0])) if old else frozenset()
-        current = incoming_tags(node.links)
-        if old:  # clear the range columns of values the node no longer has
-            before = wanted(FilterValues.of_terms(old[0][1] or ())) & self._ranges.known
-            filled = {name: None for column in before for name in (column.lo, column.hi)} | filled
-        vector = stored.embedding.astype(np.float32)
-        outgoing = sorted(outgoing_tags(node.links))
-        terms = sorted(filter_terms(node.metadata))
-        delete_tag = await self._requests.prepared(DELETE_TAG)
-        insert_tag = await self._requests.prepared(INSERT_TAG)
-        insert_node = await self._requests.prepared(INSERT_NODE)
-        batch = self._requests.batch()
-        metadata = json.dumps(node.metadata, ensure_ascii=False)
-        links = encode_links(node.links)
-        # The node row first: the batch is routed by its first statement's partition.
-        batch.add(insert_node, (node.id, node.text, metadata, links, vector, outgoing, terms))
-        for kind, tag in sorted(stale - current):
-            batch.add(delete_tag, (kind, tag, node.id))
-        for kind, tag in sorted(current):
-            batch.add(insert_tag, (kind, tag, node.id, vector, outgoing, terms))
-        for template, bound in updates(node.id, current, filled):
-            batch.add(await self._requests.prepared(template), bound)
-        try:
-            await self._requests.execute(batch)
-        except StorageError as error:
-            if "too large" not in str(error).lower():
-                raise
-            raise StorageError(
-                f"node {node.id!r} with {len(current)} incoming tags is too large for one "
-                "batch; raise batch_size_fail_threshold in cassandra.yaml"
-            ) from error
+        await self._writer.upsert(list(latest.values()))
 
     async def delete(self, ids: Sequence[str]) -> int:
         if self._dimension is None:
             return 0
-        found = await asyncio.gather(*(self._delete(node_id) for node_id in dict.fromkeys(ids)))
-        return sum(found)
-
-    async def _delete(self, node_id: str) -> bool:
-        """One node: read its links, then one atomic batch removing it and its tag rows."""
-        rows = await self._requests.run(SELECT_LINKS, (node_id,))
-        if not rows:
-            return False
-        delete_tag = await self._requests.prepared(DELETE_TAG)
-        batch = self._requests.batch()
-        batch.add(await self._requests.prepared(DELETE_NODE), (node_id,))
-        for kind, tag in sorted(incoming_tags(decode_links(rows[0][0]))):
-            batch.add(delete_tag, (kind, tag, node_id))
-        await self._requests.execute(batch)
-        return True
+        return await self._writer.delete(list(dict.fromkeys(ids)))
 
     async def get(self, ids: Sequence[str]) -> list[StoredNode]:
         if self._dimension is None or not ids:
             return []
-        unique = list(dict.fromkeys(ids))
-        pages = await asyncio.gather(
-            *(self._requests.run(SELECT_NODE, (node_id,)) for node_id in unique)
+        rows = await self._requests.run_keys(
+            SELECT_NODES, [(node_id,) for node_id in dict.fromkeys(ids)]
         )
-        found = {row[0]: stored_node(row) for rows in pages for row in rows}
+        found = {row[0]: stored_node(row) for row in rows}
         return [found[node_id] for node_id in ids if node_id in found]
 
     async def _plan(self, where: Condition) -> Plan:
@@ -493,7 +396,7 @@ class CassandraStorage(Storage):
         async def fetch(branch: Branch, limit: int | None) -> list[TagHit]:
             if limit is None:
                 rows = await self._requests.run(scan, (*keys, *branch.values), branch.cql, prefix)
-                hits = ranked(rows, query)
+                hits = ranked(rows, query, len(rows))
             else:
                 bound = (query, *keys, *branch.values, query, limit)
                 rows = await self._requests.run(search, bound, branch.cql, prefix)
@@ -508,74 +411,51 @@ class CassandraStorage(Storage):
         )
         return await top_k(await self._plan(where), k, fetch, ranking)
 
+    async def _bucket_hits(
+        self, query: Vector, k: int, where: Condition, bucket: tuple[str, str, int]
+    ) -> list[TagHit]:
+        """The `k` hits of one hot tag's bucket nearest `query` that pass `where`."""
+        return await self._hits(query, k, where, (SEARCH_HOT, SCAN_HOT_BUCKET, " AND "), bucket)
+
     async def search_tag(
         self, tag: TagKey, vector: Vector, k: int, where: Condition
     ) -> list[TagHit]:
+        return (await self.search_tags([tag], vector, k, where))[0]
+
+    async def search_tags(
+        self,
+        tags: Sequence[TagKey],
+        vector: Vector,
+        k: int,
+        where: Condition,
+        concurrency: int = 16,
+        *,
+        sizes: dict[TagKey, int] | None = None,
+    ) -> list[list[TagHit]]:
+        """One wave for all `tags` (`tag_reads`): small parts by `IN`, buckets by ANN; the
+        bound on requests is `max_in_flight`, not `concurrency`.  The sizes of small tags
+        (and, unfiltered, of hot ones) come with it."""
         if self._dimension is None or k <= 0:
-            return []
-        query = vector.astype(np.float32)
-        kind, name = tag
-        if tag not in self._large_tags:
-            # A small partition read whole, checked against the filter and ranked here costs
-            # the node far less than an ANN query; most tags (a title, a name) hold a few rows.
-            rows = await self._requests.run(READ_TAG, (kind, name, k + 1))
-            if len(rows) <= k:
-                hits = ranked(rows, query)
-                if where == EVERYTHING:
-                    return hits
-                passing = {
-                    row[0] for row in rows if holds(where, FilterValues.of_terms(row[3] or ()))
-                }
-                return [hit for hit in hits if hit.id in passing]
-            if len(self._large_tags) < LARGE_TAGS_REMEMBERED:
-                self._large_tags.add(tag)
-        return await self._hits(query, k, where, (SEARCH_TAG, SCAN_TAG, " AND "), (kind, name))
+            return [[] for _ in tags]
+        found, learned = await self._reader.search(tags, vector.astype(np.float32), k, where)
+        if sizes is not None:
+            sizes.update(learned)
+        return found
 
     async def tag_sizes(
         self, tags: Sequence[TagKey], where: Condition = EVERYTHING
     ) -> dict[TagKey, int]:
-        """One count per tag partition and query of the filter's plan, concurrently (rows
-        read and checked here when the plan is not one exact query)."""
+        """Each small part read (keys only) and checked here, plus each hot tag's directory
+        count (or, with a filter, counts per bucket), concurrently."""
         if self._dimension is None:
             return dict.fromkeys(tags, 0)
-        planned = await self._plan(where)
-        exact = planned.single_exact
-        if exact is not None:
-            pages = await asyncio.gather(
-                *(self._requests.run(COUNT_TAG, (*tag, *exact.values), exact.cql) for tag in tags)
-            )
-            return {tag: int(rows[0][0]) for tag, rows in zip(tags, pages, strict=True)}
-
-        async def members(tag: TagKey, branch: Branch) -> set[str]:
-            rows = await self._requests.run(TAG_MEMBERS, (*tag, *branch.values), branch.cql)
-            return {
-                node_id
-                for node_id, terms in rows
-                if branch.exact or holds(where, FilterValues.of_terms(terms or ()))
-            }
-
-        async def size(tag: TagKey) -> int:
-            found = await asyncio.gather(*(members(tag, branch) for branch in planned.branches))
-            return len(set().union(*found))
-
-        return dict(zip(tags, await asyncio.gather(*(size(tag) for tag in tags)), strict=True))
+        return await self._reader.sizes(tags, where)
 
     async def stats(self, top_tags: int = 20) -> StoreStats:
-        """Counts by full scans of both tables (see the class docstring)."""
+        """Counts by full scans of the node table and both tag tables."""
         if self._dimension is None:
             return StoreStats(nodes=0, tag_rows=0, tags=0, dimension=None)
-        nodes, tag_keys = await asyncio.gather(
-            self._requests.run(SCAN_NODES, ()), self._requests.run(SCAN_TAG_KEYS, ())
-        )
-        counts = Counter((kind, tag) for kind, tag in tag_keys)
-        frequent = sorted(counts, key=lambda key: (-counts[key], key))[:top_tags]
-        return StoreStats(
-            nodes=len(nodes),
-            tag_rows=len(tag_keys),
-            tags=len(counts),
-            dimension=self._dimension,
-            tag_frequencies={key: counts[key] for key in frequent},
-        )
+        return await scanned_stats(self._requests, self._dimension, top_tags)
 
     check_note = (
         "after a node was stopped or restarted, Cassandra may still be replaying logged batches "
@@ -588,40 +468,13 @@ class CassandraStorage(Storage):
         return [row[0] for row in await self._requests.run(SCAN_NODE_IDS, ())]
 
     async def check(self) -> list[str]:
-        """Compare both tables in full: tag rows per node, and their denormalized columns."""
+        """Scan every table and compare (`check.scanned_problems`)."""
         if self._dimension is None:
             return []
-        node_rows, tag_rows = await asyncio.gather(
-            self._requests.run(SCAN_NODES, ()), self._requests.run(SCAN_TAGS, ())
-        )
-        nodes = {
-            node_id: (incoming_tags(decode_links(links)), tag_set(outgoing), frozenset(terms or ()))
-            for node_id, links, outgoing, terms in node_rows
-        }
-        problems: list[str] = []
-        rows: dict[str, set[TagKey]] = {}
-        for kind, tag, node_id, outgoing, terms in tag_rows:
-            if node_id not in nodes:
-                problems.append(f"tag row ({kind!r}, {tag!r}) points at missing node {node_id!r}")
-                continue
-            rows.setdefault(node_id, set()).add((kind, tag))
-            _, node_outgoing, node_terms = nodes[node_id]
-            if tag_set(outgoing) != node_outgoing or frozenset(terms or ()) != node_terms:
-                problems.append(
-                    f"tag row ({kind!r}, {tag!r}) of node {node_id!r} carries stale "
-                    "outgoing tags or filter terms"
-                )
-        for node_id, (expected, _, _) in nodes.items():
-            actual = rows.get(node_id, set())
-            if expected != actual:
-                problems.append(
-                    f"node {node_id!r} has tag rows {sorted(actual)} "
-                    f"but incoming links {sorted(expected)}"
-                )
-        return problems
+        return await scanned_problems(self._requests)
 
     async def drop(self) -> None:
-        """Drop both tables with their indexes: every node is gone and the dimension unset.
+        """Drop every table with its indexes: every node is gone and the dimension unset.
 
         Not part of `Storage`: for tests and resets, since each table and SAI index costs the
         server heap whether or not it holds data.
@@ -629,11 +482,10 @@ class CassandraStorage(Storage):
 
         def drop_tables() -> None:
             with self._requests.lock:
-                names = self._requests.names
-                for table in (names["nodes"], names["tags"], names["meta"]):
-                    self.session.execute(f"DROP TABLE IF EXISTS {table}", timeout=DDL_TIMEOUT)
+                self._tables.drop()
                 self._requests.forget()
                 self._ranges.reset()
+                self._hot.forget()
                 self._dimension = None
                 self._schema_ready = False
 

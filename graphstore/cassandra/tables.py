@@ -1,0 +1,79 @@
+"""The tables of one store as the server has them: their dimension and kind, creating,
+upgrading and dropping them (the DDL side of `CassandraStorage`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from graphstore.cassandra.schema import (
+    DDL_TIMEOUT,
+    SELECT_DIMENSION,
+    SELECT_TABLE,
+    UPGRADE,
+    VECTOR_TYPE,
+)
+from graphstore.cassandra.session import Requests, one_line
+from graphstore.errors import StoreOpenError
+
+PARTS = ("nodes", "tags", "hot", "hot_tags", "meta")
+"""Every table of a store: `<table>_<part>`."""
+
+
+class Tables:
+    """The tables `<keyspace>.<table>_<part>` of one store, through its `Requests`."""
+
+    def __init__(self, session: Any, requests: Requests, keyspace: str, table: str) -> None:
+        self._session = session
+        self._requests = requests
+        self.keyspace = keyspace
+        self.table = table
+
+    def dimension(self) -> int | None:
+        """D of the node table's `vector<float, D>` column, or None if there is no table."""
+        rows = self._requests.execute_now(SELECT_DIMENSION, (self.keyspace, f"{self.table}_nodes"))
+        if not rows:
+            return None
+        match = VECTOR_TYPE.fullmatch(rows[0][0])
+        if match is None:
+            raise StoreOpenError(
+                f"table {self.keyspace}.{self.table}_nodes is not a graphstore table "
+                f"(its embedding column is {rows[0][0]})"
+            )
+        return int(match.group(1))
+
+    def small_as_vectors(self) -> bool:
+        """Whether `<table>_tags` keeps embeddings in a vector column (made before hot tags)."""
+        rows = self._requests.execute_now(SELECT_DIMENSION, (self.keyspace, f"{self.table}_tags"))
+        return bool(rows) and rows[0][0] != "blob"
+
+    def run(self, statements: Sequence[str], dimension: int) -> None:
+        """Run DDL templates (idempotent ones) with the table names and `dimension`."""
+        size = int(dimension)  # an int: nothing else but validated names reaches the DDL
+        for statement in statements:
+            self._session.execute(
+                statement.format(**self._requests.names, dimension=size), timeout=DDL_TIMEOUT
+            )
+
+    def upgrade(self, dimension: int) -> None:
+        """Bring a store made before hot tags to the current layout (`schema.UPGRADE`): the
+        directory table, created last, marks a store as current.  A role that may not do it
+        gets a one-line `StoreOpenError` saying what to do."""
+        if self._requests.execute_now(SELECT_TABLE, (self.keyspace, f"{self.table}_hot_tags")):
+            return
+        try:
+            with self._requests.lock:
+                self.run(UPGRADE, dimension)
+        except Exception as error:
+            raise StoreOpenError(
+                f"the Cassandra store {self.keyspace}.{self.table} was made by an older "
+                "graphstore and could not be upgraded to hot-tag buckets "
+                f"({one_line(error)}); open it once with a role that may ALTER and CREATE "
+                f"tables in keyspace {self.keyspace}"
+            ) from error
+
+    def drop(self) -> None:
+        """Drop every table of the store with its indexes (blocking)."""
+        for part in PARTS:
+            name = self._requests.names[part]
+            self._session.execute(f"DROP TABLE IF EXISTS {name}", timeout=DDL_TIMEOUT)
