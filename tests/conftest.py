@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import pytest
 from graphstore.embedded import EmbeddedStorage
 from graphstore.nodes import Node
 from graphstore.storage import Storage
+from graphstore.store import run_sync
 
 CASSANDRA_ENV = "GRAPHSTORE_TEST_CASSANDRA"
 BACKENDS = ["memory", "file", "cassandra"]
@@ -42,6 +43,29 @@ def cassandra_contact() -> str:
 StorageFactory = Callable[[], Storage]
 
 
+def open_storage(name: str, directory: Path, table: str) -> Storage:
+    """A new storage object of backend `name` on the store in `directory` or `table`."""
+    if name == "memory":
+        return EmbeddedStorage(":memory:")
+    if name == "file":
+        return EmbeddedStorage(directory / "store.db")
+    host, _, port = cassandra_contact().partition(":")
+    from graphstore.cassandra import CassandraStorage
+
+    return CassandraStorage.connect(
+        contact_points=[host], port=int(port or 9042), keyspace="graphstore_test", table=table
+    )
+
+
+async def release(name: str, opened: Sequence[Storage]) -> None:
+    """Close the storage objects of one store, dropping a Cassandra store's tables first."""
+    if name == "cassandra" and opened:
+        # Each table and SAI index costs the node heap: left behind, they exhaust it.
+        await opened[0].drop()
+    for storage in opened:
+        await storage.close()
+
+
 @pytest.fixture(params=BACKENDS)
 async def open_backend(
     request: pytest.FixtureRequest, tmp_path: Path
@@ -52,32 +76,26 @@ async def open_backend(
     table = f"t{uuid.uuid4().hex[:12]}"
 
     def factory() -> Storage:
-        storage: Storage
-        if name == "memory":
-            if opened:
-                return opened[0]
-            storage = EmbeddedStorage(":memory:")
-        elif name == "file":
-            storage = EmbeddedStorage(tmp_path / "store.db")
-        else:
-            host, _, port = cassandra_contact().partition(":")
-            from graphstore.cassandra import CassandraStorage
-
-            storage = CassandraStorage.connect(
-                contact_points=[host],
-                port=int(port or 9042),
-                keyspace="graphstore_test",
-                table=table,
-            )
-        opened.append(storage)
-        return storage
+        if name == "memory" and opened:
+            return opened[0]
+        opened.append(open_storage(name, tmp_path, table))
+        return opened[-1]
 
     yield factory
-    if name == "cassandra" and opened:
-        # Each table and SAI index costs the node heap: left behind, they exhaust it.
-        await opened[0].drop()
-    for storage in opened:
-        await storage.close()
+    await release(name, opened)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Storage]:
+    """One store of the parametrized backend shared by a module's read-only tests (loading
+    it once per test would create a Cassandra table, its indexes and range columns each
+    time: most of the suite's run time)."""
+    name = request.param
+    storage = open_storage(name, tmp_path_factory.mktemp(name), f"t{uuid.uuid4().hex[:12]}")
+    yield storage
+    run_sync(release(name, [storage]))
 
 
 @pytest.fixture
@@ -86,7 +104,7 @@ def backend(open_backend: StorageFactory) -> Storage:
     return open_backend()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The public data sets beside the project (`../shared/data`)."""
     if not SHARED_DATA.is_dir():

@@ -77,16 +77,22 @@ class TestRetrieverConformance(RetrieversIntegrationTests):
         return "passage about topic 1"
 
 
+@pytest.fixture(scope="module")
+def animals(module_backend, shared_data):
+    """graph_retriever's animals, loaded once per backend: its adapter suite only reads."""
+    store = GraphStore(CallableEmbeddings(AnimalEmbeddings()), module_backend)
+    vectorstore = GraphStoreVectorStore(store.embeddings, module_backend)
+    rows = [json.loads(line) for line in (shared_data / "graph-rag" / "animals.jsonl").open()]
+    vectorstore.add_documents(
+        [Document(id=r["id"], page_content=r["text"], metadata=r["metadata"]) for r in rows]
+    )
+    return store
+
+
 class TestGraphRetrieverAdapter(AdapterComplianceSuite):
     @pytest.fixture
-    def adapter(self, backend, shared_data):
-        store = GraphStore(CallableEmbeddings(AnimalEmbeddings()), backend)
-        vectorstore = GraphStoreVectorStore(store.embeddings, backend)
-        rows = [json.loads(line) for line in (shared_data / "graph-rag" / "animals.jsonl").open()]
-        vectorstore.add_documents(
-            [Document(id=r["id"], page_content=r["text"], metadata=r["metadata"]) for r in rows]
-        )
-        return GraphStoreAdapter(store)
+    def adapter(self, animals):
+        return GraphStoreAdapter(animals)
 
 
 @pytest.fixture
