@@ -106,6 +106,16 @@ class MmrSelector:
         """The current MMR score of every candidate (closed ones are -inf)."""
         return np.where(self._open, self._weighted(), -np.inf).astype(np.float32)
 
+    def leading(self, count: int) -> list[str]:
+        """The `count` open candidates with the best MMR scores now, best first: the ones
+        the next selections will most likely take."""
+        scores = self.scores()
+        count = min(count, self.open_count)
+        if count <= 0:
+            return []
+        best = np.argpartition(-scores, count - 1)[:count]
+        return [self._ids[i] for i in best[np.argsort(-scores[best], kind="stable")]]
+
     def unselected(self) -> list[Selection]:
         """The candidates never selected, with their current scores, best first."""
         weighted = self._weighted()

@@ -49,6 +49,12 @@ class Storage(ABC):
     check_note = ""
     """Said after `check` reports problems: what may explain them on this backend."""
 
+    read_ahead = 0
+    """How many of the likeliest next selections a traversal step also reads the tags of.
+    Worth it where a round trip costs more than reading a few more tags in the same one (a
+    server); a read-ahead never changes a result, since a tag's page depends only on the
+    tag, the query, `k` and the filter."""
+
     @property
     @abstractmethod
     def dimension(self) -> int | None:

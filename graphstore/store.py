@@ -1,15 +1,18 @@
 """`GraphStore`: embeddings + a storage backend + the traversal engine, behind one API.
 
-Every method is async at heart; the sync twins run the coroutine on a private event loop, in
-a worker thread when the caller is already inside a running loop (where `asyncio.run`, as
-used upstream, would raise).
+Every method is async at heart; the sync twins run the coroutine on a private event loop kept
+per thread, or in a worker thread when the caller is already inside a running loop (where
+`asyncio.run`, as used upstream, would raise).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
+import contextlib
 import math
+import threading
 from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -33,6 +36,21 @@ Query = str | Sequence[float]
 """What every search takes: the query text (embedded by the store's model) or its vector."""
 
 
+_thread_state = threading.local()
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    """This thread's private event loop, kept between calls: `asyncio.run` costs a new loop
+    and, on Python 3.11, a repr of the finished task (every hit) per call, which was a
+    third of a small store's similarity search."""
+    loop: asyncio.AbstractEventLoop | None = getattr(_thread_state, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        _thread_state.loop = loop
+        atexit.register(loop.close)
+    return loop
+
+
 def run_sync(awaitable: Awaitable[T]) -> T:
     """Run a coroutine to completion from sync code, inside or outside a running loop."""
 
@@ -42,7 +60,16 @@ def run_sync(awaitable: Awaitable[T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(wrapper())
+        loop = _thread_loop()
+        task = loop.create_task(wrapper())
+        try:
+            return loop.run_until_complete(task)
+        except BaseException:
+            if not task.done():  # interrupted (Ctrl-C): no half-run search survives
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    loop.run_until_complete(task)
+            raise
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, wrapper()).result()
 

@@ -33,6 +33,8 @@ class TraversalStats:
 
     vector_searches: int = 0
     tag_queries: int = 0
+    tag_waves: int = 0
+    """Storage calls for tags: each reads its tags concurrently (one round trip's worth)."""
     candidates: int = 0
     keep_unselected: bool = False
     unselected: list[Candidate] = field(default_factory=list)
@@ -95,6 +97,7 @@ class Traversal:
     ) -> tuple[list[list[TagHit]], dict[TagKey, int]]:
         """Each tag's hits, and the sizes the storage learned from the same reads."""
         stats.tag_queries += len(tags)
+        stats.tag_waves += 1
         sizes: dict[TagKey, int] = {}
         found = await self.storage.search_tags(
             tags, query, adjacent_k, where, self._concurrency, sizes=sizes
@@ -197,6 +200,8 @@ class _Search:
         self.visited: set[TagKey] = set()
         self.expanded: set[str] = set()
         self.selected: dict[str, Selection] = {}
+        self.pages: dict[TagKey, tuple[list[TagHit], int]] = {}
+        """Tags read (ahead or for an expansion) and not yet applied: their hits and size."""
 
     def _relevance(self, node_id: str) -> float:
         return 1.0 if node_id in self.anchors else self.selector.relevance(node_id)
@@ -271,16 +276,14 @@ class _Search:
         if not carriers:
             return
         tags = sorted(carriers)
+        await self._read(tags)
         self.visited.update(tags)
-        found, sizes_read = await self.traversal._search_tags(
-            tags, self.query, strategy.adjacent_k, self.where, self.stats
-        )
-        sizes = await self._tag_sizes(tags, found, sizes_read)
+        pages = [self.pages.pop(tag) for tag in tags]
         new: dict[str, tuple[float, _Reached, TagHit]] = {}
-        for tag, tag_hits in zip(tags, found, strict=True):
+        for tag, (tag_hits, size) in zip(tags, pages, strict=True):
             parent = max(carriers[tag], key=self._relevance)
             parent_relevance = self._relevance(parent)
-            weight = tag_weight(sizes[tag])
+            weight = tag_weight(size)
             how = self.reached[parent]
             for hit in tag_hits:
                 relevance = path_relevance(
@@ -318,6 +321,26 @@ class _Search:
         ]
         if overdue:
             await self.expand(overdue)
+
+    async def _read(self, tags: Sequence[TagKey]) -> None:
+        """Make sure `tags` are in `pages`, reading in the same wave the unvisited tags of
+        the `Storage.read_ahead` best open candidates (those still to be expanded)."""
+        missing = {tag for tag in tags if tag not in self.pages}
+        if not missing:
+            return
+        still_expanded = self.strategy.k - len(self.selected) - 1  # the last one never is
+        width = min(self.storage.read_ahead, still_expanded)
+        for node_id in self.selector.leading(width) if width > 0 else ():
+            how = self.reached[node_id]
+            if node_id not in self.expanded and how.depth < self.strategy.depth:
+                missing.update(how.outgoing - self.visited - self.pages.keys())
+        wanted = sorted(missing)
+        found, sizes_read = await self.traversal._search_tags(
+            wanted, self.query, self.strategy.adjacent_k, self.where, self.stats
+        )
+        sizes = await self._tag_sizes(wanted, found, sizes_read)
+        for tag, tag_hits in zip(wanted, found, strict=True):
+            self.pages[tag] = (list(tag_hits), sizes[tag])
 
     async def _tag_sizes(
         self,

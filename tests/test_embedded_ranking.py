@@ -100,7 +100,11 @@ def test_tag_searches_equal_brute_force_from_a_hub_tag_down_to_a_small_one(rng):
     run_sync(storage.upsert(nodes))
     queries = np.stack([query, *(unit(v) for v in rng.standard_normal((3, DIMENSION)))])
     check_everything(storage, model, queries, ["hub", "half", "mid", "few", "away", "own7"])
-    sizes = run_sync(storage.tag_sizes([("kw", "hub"), ("kw", "few"), ("kw", "none")]))
+    keys = [("kw", "hub"), ("kw", "few"), ("kw", "none")]
+    sizes = run_sync(storage.tag_sizes(keys))
+    learned: dict[tuple[str, str], int] = {}
+    run_sync(storage.search_tags(keys, query, 10, EVERYTHING, sizes=learned))
+    assert learned == sizes  # unfiltered, a search reports each tag's size with its hits
     expected = {tag: sum(tag in tags for tags in model.tags.values()) for tag in ("hub", "few")}
     assert sizes == {
         ("kw", "hub"): expected["hub"],

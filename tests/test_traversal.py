@@ -10,6 +10,7 @@ import pytest
 
 from graphstore import GraphStore, InvalidInputError, Link, Node
 from graphstore.storage import Storage
+from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings
 from graphstore.traversal import TraversalStats
 
@@ -208,6 +209,39 @@ async def test_sync_methods_work_inside_a_running_event_loop(backend):
     assert [h.node.id for h in store.traversal_search("q", k=2, depth=1)] == ["A", "B"]
     assert [h.node.id for h in store.search("q", k=2)] == ["A", "B"]
     assert [h.node.id for h in store.mmr_traversal_search("q", k=2, fetch_k=1)] == ["A", "B"]
+
+
+def test_a_failed_sync_call_leaves_the_next_one_working():
+    async def fail() -> None:
+        raise InvalidInputError("bad")
+
+    with pytest.raises(InvalidInputError, match="bad"):
+        run_sync(fail())
+    assert run_sync(asyncio.sleep(0, result=7)) == 7
+
+
+async def test_reading_ahead_changes_no_result_and_saves_round_trips(backend):
+    """Random graphs of mention-like (out/in) and keyword-like (bidir) tags: each search
+    returns the same hits with and without read-ahead, in fewer tag waves overall."""
+    rng = np.random.default_rng(5)
+    nodes = {}
+    for i in range(60):
+        links = [Link.incoming("m", f"t{i}"), Link.bidir("kw", f"k{rng.integers(12)}")]
+        links += [Link.outgoing("m", f"t{j}") for j in rng.choice(60, 3, replace=False)]
+        nodes[f"n{i}"] = (norm(rng.standard_normal(3)), links)
+    store = await build(backend, nodes)
+    queries = [norm(query) for query in rng.standard_normal((8, 3))]
+    waves, found = {}, {}
+    for read_ahead in (0, 16):
+        backend.read_ahead = read_ahead
+        found[read_ahead], waves[read_ahead] = [], 0
+        for query in queries:
+            stats = TraversalStats()
+            hits = await store.asearch(query, k=6, stats=stats)
+            found[read_ahead].append([(h.node.id, round(h.score, 6), h.depth, h.via) for h in hits])
+            waves[read_ahead] += stats.tag_waves
+    assert found[16] == found[0]
+    assert waves[16] < waves[0]
 
 
 @pytest.mark.parametrize(

@@ -457,6 +457,10 @@ class CassandraStorage(Storage):
             return StoreStats(nodes=0, tag_rows=0, tags=0, dimension=None)
         return await scanned_stats(self._requests, self._dimension, top_tags)
 
+    read_ahead = 16
+    """A traversal step also reads the tags of the 16 likeliest next selections: a round
+    trip costs more than the extra tags, which are read in concurrent chunks (`IN_TAGS`)."""
+
     check_note = (
         "after a node was stopped or restarted, Cassandra may still be replaying logged batches "
         "(its batchlog, usually within a few minutes): run check again before repairing anything"
