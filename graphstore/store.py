@@ -8,11 +8,11 @@ per thread, or in a worker thread when the caller is already inside a running lo
 from __future__ import annotations
 
 import asyncio
-import atexit
 import concurrent.futures
 import contextlib
 import math
 import threading
+import weakref
 from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -47,7 +47,7 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
     if loop is None or loop.is_closed():
         loop = asyncio.new_event_loop()
         _thread_state.loop = loop
-        atexit.register(loop.close)
+        weakref.finalize(threading.current_thread(), loop.close)  # the thread's end, or exit
     return loop
 
 

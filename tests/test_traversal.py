@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import os
+import threading
 
 import numpy as np
 import pytest
@@ -218,6 +221,24 @@ def test_a_failed_sync_call_leaves_the_next_one_working():
     with pytest.raises(InvalidInputError, match="bad"):
         run_sync(fail())
     assert run_sync(asyncio.sleep(0, result=7)) == 7
+
+
+def test_sync_calls_from_short_lived_threads_leave_no_loop_open():
+    def call() -> None:
+        assert run_sync(asyncio.sleep(0, result=3)) == 3
+
+    def open_files() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    call()  # this thread's loop, kept
+    before = open_files()
+    for _ in range(20):
+        thread = threading.Thread(target=call)
+        thread.start()
+        thread.join()
+        del thread
+    gc.collect()
+    assert open_files() <= before  # each loop held an epoll handle and a socket pair
 
 
 async def test_reading_ahead_changes_no_result_and_saves_round_trips(backend):
