@@ -12,7 +12,7 @@ from conftest import write_old_cassandra_store
 from test_cassandra import connect
 
 from graphstore.cassandra import CassandraStorage
-from graphstore.cassandra.filters import RangeColumn, plan
+from graphstore.cassandra.filters import ANN_LIMIT, ANN_OVERFETCH, RangeColumn, ann_k, plan
 from graphstore.filters import parse_filter
 from graphstore.links import Link
 from graphstore.nodes import Node, StoredNode, unit
@@ -67,6 +67,13 @@ def test_bounds_on_one_column_keep_the_tightest_and_stay_exact_when_precise():
     assert branch.exact
     [loose] = plan(parse_filter({"chapter": {"$lt": 2**60}}), {CHAPTER}, True).branches
     assert (loose.restrictions, loose.exact) == ((f'"{CHAPTER.lo}" <= ?',), False)
+
+
+def test_an_ann_search_asks_for_more_rows_than_it_returns_within_the_limit():
+    assert ANN_OVERFETCH > 1
+    assert [ann_k(k) for k in (1, 10)] == [ANN_OVERFETCH, 10 * ANN_OVERFETCH]
+    assert ann_k(ANN_LIMIT // 2) == ANN_LIMIT  # never above the largest LIMIT
+    assert ann_k(ANN_LIMIT + 1) == ANN_LIMIT + 1  # beyond it: rows read and ranked
 
 
 async def test_a_store_written_before_range_columns_gets_them_on_first_use(table: str):

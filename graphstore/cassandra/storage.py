@@ -29,7 +29,15 @@ from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from graphstore import vector_codec
 from graphstore.cassandra.check import scanned_problems, scanned_stats
 from graphstore.cassandra.consistency import Consistency
-from graphstore.cassandra.filters import Branch, Plan, Ranking, plan, range_columns, top_k
+from graphstore.cassandra.filters import (
+    Branch,
+    Plan,
+    Ranking,
+    ann_k,
+    plan,
+    range_columns,
+    top_k,
+)
 from graphstore.cassandra.hot_tags import HotTags
 from graphstore.cassandra.layout import TagLayout
 from graphstore.cassandra.queries import (
@@ -357,7 +365,7 @@ class CassandraStorage(Storage):
             lambda found: found.similarity,
             lambda found: matches(where, found.stored.node.metadata),
         )
-        found = await top_k(await self._plan(where), k, fetch, ranking)
+        found = (await top_k(await self._plan(where), ann_k(k), fetch, ranking))[:k]
         return found if self.replicas == 1 else await self._current(found, query, where)
 
     async def _current(
@@ -377,7 +385,8 @@ class CassandraStorage(Storage):
         if self._dimension is None or k <= 0:
             return []
         query = vector.astype(np.float32)
-        return await self._hits(query, k, where, (SEARCH_HITS, SCAN_HITS, " WHERE "), ())
+        found = await self._hits(query, ann_k(k), where, (SEARCH_HITS, SCAN_HITS, " WHERE "), ())
+        return found[:k]
 
     async def _hits(
         self,
