@@ -12,8 +12,18 @@ from conftest import write_old_cassandra_store
 from test_cassandra import connect
 
 from graphstore.cassandra import CassandraStorage
-from graphstore.cassandra.filters import ANN_LIMIT, ANN_OVERFETCH, RangeColumn, ann_k, plan
-from graphstore.filters import parse_filter
+from graphstore.cassandra.filters import (
+    ANN_LIMIT,
+    ANN_OVERFETCH,
+    Branch,
+    Plan,
+    RangeColumn,
+    Ranking,
+    first_limit,
+    plan,
+    top_k,
+)
+from graphstore.filters import EVERYTHING, parse_filter
 from graphstore.links import Link
 from graphstore.nodes import Node, StoredNode, unit
 
@@ -71,9 +81,27 @@ def test_bounds_on_one_column_keep_the_tightest_and_stay_exact_when_precise():
 
 def test_an_ann_search_asks_for_more_rows_than_it_returns_within_the_limit():
     assert ANN_OVERFETCH > 1
-    assert [ann_k(k) for k in (1, 10)] == [ANN_OVERFETCH, 10 * ANN_OVERFETCH]
-    assert ann_k(ANN_LIMIT // 2) == ANN_LIMIT  # never above the largest LIMIT
-    assert ann_k(ANN_LIMIT + 1) == ANN_LIMIT + 1  # beyond it: rows read and ranked
+    assert [first_limit(10), first_limit(10, ANN_OVERFETCH)] == [10, 10 * ANN_OVERFETCH]
+    assert first_limit(ANN_LIMIT // 2, ANN_OVERFETCH) == ANN_LIMIT  # never above the limit
+    assert first_limit(ANN_LIMIT + 1, ANN_OVERFETCH) is None  # beyond it: rows read and ranked
+
+
+async def test_an_overfetched_search_asks_again_only_while_fewer_than_k_rows_pass():
+    """Rows ranked by score, one in five passing an inexact branch: with k 10 and over-fetch
+    4 the first query (40 rows) keeps 8, the second (160) keeps 32 and is the last."""
+    rows = [(f"n{i:04d}", 1.0 - i / 2000, i % 5 == 0) for i in range(2000)]
+    limits: list[int | None] = []
+
+    async def fetch(branch: Branch, limit: int | None) -> list[tuple[str, float, bool]]:
+        limits.append(limit)
+        return rows if limit is None else rows[:limit]
+
+    ranking = Ranking[tuple[str, float, bool]](
+        lambda row: row[0], lambda row: row[1], lambda row: row[2]
+    )
+    found = await top_k(Plan((Branch((), (), False),), EVERYTHING), 10, fetch, ranking, 4)
+    assert limits == [40, 160]
+    assert [row[0] for row in found] == [f"n{i:04d}" for i in range(0, 50, 5)]
 
 
 async def test_a_store_written_before_range_columns_gets_them_on_first_use(table: str):

@@ -257,17 +257,23 @@ class Ranking(Generic[T]):
     passes: Callable[[T], bool]
 
 
-def ann_k(k: int) -> int:
-    """How many rows an ANN search for the nearest `k` asks for (`ANN_OVERFETCH`)."""
-    return max(k, min(ANN_LIMIT, ANN_OVERFETCH * k))
+def first_limit(k: int, overfetch: int = 1) -> int | None:
+    """The LIMIT of a branch's first ANN query for the nearest `k`: `overfetch` × k, within
+    Cassandra's largest LIMIT, or None (read the rows and rank them) beyond it."""
+    return None if k > ANN_LIMIT else min(ANN_LIMIT, overfetch * k)
 
 
-async def top_k(planned: Plan, k: int, fetch: Fetch[T], ranking: Ranking[T]) -> list[T]:
-    """The `k` rows nearest the query among those passing the plan's condition."""
+async def top_k(
+    planned: Plan, k: int, fetch: Fetch[T], ranking: Ranking[T], overfetch: int = 1
+) -> list[T]:
+    """The `k` rows nearest the query among those passing the plan's condition; each branch
+    first asks for `overfetch` × k rows (`ANN_OVERFETCH`), and for more only while fewer
+    than k of them pass."""
     if not planned.branches or k <= 0:
         return []
+    limit = first_limit(k, overfetch)
     found = await asyncio.gather(
-        *(_branch_top_k(branch, k, fetch, ranking) for branch in planned.branches)
+        *(_branch_top_k(branch, k, fetch, ranking, limit) for branch in planned.branches)
     )
     if len(found) == 1:
         return found[0]
@@ -281,8 +287,9 @@ async def top_k(planned: Plan, k: int, fetch: Fetch[T], ranking: Ranking[T]) -> 
     return ordered[:k]
 
 
-async def _branch_top_k(branch: Branch, k: int, fetch: Fetch[T], ranking: Ranking[T]) -> list[T]:
-    limit: int | None = k if k <= ANN_LIMIT else None
+async def _branch_top_k(
+    branch: Branch, k: int, fetch: Fetch[T], ranking: Ranking[T], limit: int | None
+) -> list[T]:
     while True:
         rows = await fetch(branch, limit)
         kept = rows if branch.exact else [row for row in rows if ranking.passes(row)]

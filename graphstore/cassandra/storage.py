@@ -30,10 +30,10 @@ from graphstore import vector_codec
 from graphstore.cassandra.check import scanned_problems, scanned_stats
 from graphstore.cassandra.consistency import Consistency
 from graphstore.cassandra.filters import (
+    ANN_OVERFETCH,
     Branch,
     Plan,
     Ranking,
-    ann_k,
     plan,
     range_columns,
     top_k,
@@ -365,7 +365,7 @@ class CassandraStorage(Storage):
             lambda found: found.similarity,
             lambda found: matches(where, found.stored.node.metadata),
         )
-        found = (await top_k(await self._plan(where), ann_k(k), fetch, ranking))[:k]
+        found = await top_k(await self._plan(where), k, fetch, ranking, ANN_OVERFETCH)
         return found if self.replicas == 1 else await self._current(found, query, where)
 
     async def _current(
@@ -385,8 +385,8 @@ class CassandraStorage(Storage):
         if self._dimension is None or k <= 0:
             return []
         query = vector.astype(np.float32)
-        found = await self._hits(query, ann_k(k), where, (SEARCH_HITS, SCAN_HITS, " WHERE "), ())
-        return found[:k]
+        templates = (SEARCH_HITS, SCAN_HITS, " WHERE ")
+        return await self._hits(query, k, where, templates, (), overfetch=ANN_OVERFETCH)
 
     async def _hits(
         self,
@@ -395,10 +395,12 @@ class CassandraStorage(Storage):
         where: Condition,
         templates: tuple[str, str, str],
         keys: tuple[Any, ...],
+        *,
+        overfetch: int = 1,
     ) -> list[TagHit]:
         """The `k` hits nearest `query` passing `where`: `templates` are an ANN query, the
         same without ANN (beyond the ANN limit) and the prefix of their filter restrictions,
-        both restricted by the bound `keys` first."""
+        both restricted by the bound `keys` first; `overfetch` as in `top_k`."""
         search, scan, prefix = templates
         terms: dict[str, frozenset[str]] = {}
 
@@ -418,7 +420,7 @@ class CassandraStorage(Storage):
             lambda hit: hit.similarity,
             lambda hit: holds(where, FilterValues.of_terms(terms[hit.id])),
         )
-        return await top_k(await self._plan(where), k, fetch, ranking)
+        return await top_k(await self._plan(where), k, fetch, ranking, overfetch)
 
     async def _bucket_hits(
         self, query: Vector, k: int, where: Condition, bucket: tuple[str, str, int]
