@@ -249,10 +249,11 @@ class _Index:
         batched: list[int] = []
         members: list[NDArray[np.intp]] = []
         for position, tag in enumerate(tags):
-            slots = None if tag is None else self.candidates(tag, allowed)
-            if slots is None or slots.size > BATCHED_TAG:
+            if tag is None or len(self.postings.get(tag, ())) > BATCHED_TAG:
                 found[position] = self.nearest(vector, k, tag, allowed)
-            elif slots.size:
+                continue
+            slots = self.candidates(tag, allowed)
+            if slots.size:
                 batched.append(position)
                 members.append(slots)
         if not members:

@@ -340,7 +340,7 @@ class _Search:
         )
         sizes = await self._tag_sizes(wanted, found, sizes_read)
         for tag, tag_hits in zip(wanted, found, strict=True):
-            self.pages[tag] = (list(tag_hits), sizes[tag])
+            self.pages[tag] = (tag_hits, sizes[tag])
 
     async def _tag_sizes(
         self,
