@@ -124,6 +124,8 @@ class _Index:
         self.postings: dict[TagKey, set[int]] = {}
         self.filters = FilterIndex()
         self._posting_arrays: dict[TagKey, NDArray[np.intp]] = {}
+        self._leads: dict[int, frozenset[TagKey]] = {}
+        """Per slot, the outgoing tags that lead to another node (see `leads`)."""
         self.version = 0
         """Bumped by every change, so a query's scores are never reused across one."""
         self._scored: dict[bytes, _QueryScores] = {}
@@ -148,6 +150,7 @@ class _Index:
         self.set_dimension(entry.embedding.size)
         self.remove(entry.id)
         self.version += 1
+        self._leads.clear()
         slot = self._slot()
         self.ids[slot] = entry.id
         self.slot_of[entry.id] = slot
@@ -164,6 +167,7 @@ class _Index:
         if slot is None:
             return False
         self.version += 1
+        self._leads.clear()
         for tag in self.incoming.pop(slot):
             self.postings[tag].discard(slot)
             self._posting_arrays.pop(tag, None)
@@ -175,6 +179,23 @@ class _Index:
         self.matrix[slot] = 0.0
         self.free.append(slot)
         return True
+
+    def leads(self, slot: int) -> frozenset[TagKey]:
+        """The slot's outgoing tags that some other node links in to.  A traversal step on
+        any other tag could return only this node, so it is left out of the slot's hits:
+        with keyword links most tags a passage carries are its alone.  Kept until the next
+        change."""
+        known = self._leads.get(slot)
+        if known is None:
+            outgoing, postings = self.outgoing[slot], self.postings
+            known = frozenset(
+                tag
+                for tag in outgoing
+                if len(posting := postings.get(tag, ())) > 1 or (posting and slot not in posting)
+            )
+            known = outgoing if len(known) == len(outgoing) else known
+            self._leads[slot] = known
+        return known
 
     def allowed(self, where: Condition) -> Mask | None:
         """Which slots pass `where` (None: all, no filter): computed once per search call."""
@@ -544,7 +565,7 @@ class EmbeddedStorage(Storage):
             for tag, page in zip(tags, ranked, strict=True):
                 found.append(
                     [
-                        TagHit(index.ids[slot] or "", rows[start + i], index.outgoing[slot], score)
+                        TagHit(index.ids[slot] or "", rows[start + i], index.leads(slot), score)
                         for i, (slot, score) in enumerate(page)
                     ]
                 )

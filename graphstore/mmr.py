@@ -33,7 +33,11 @@ class Selection:
 
 
 class MmrSelector:
-    """Greedy MMR selection; candidates may be added between selections."""
+    """Greedy MMR selection; candidates may be added between selections.
+
+    A selection costs a handful of NumPy calls over the pool (the traversal makes k of them
+    per search), so closed candidates carry a -inf gate that is added to their score
+    instead of masking the pool at each selection."""
 
     def __init__(
         self, query: Vector, lambda_mult: float, score_threshold: float = float("-inf")
@@ -46,8 +50,10 @@ class MmrSelector:
         self._embeddings = np.zeros((0, query.size), dtype=np.float32)
         self._similarity = np.zeros(0, dtype=np.float32)
         self._relevance = np.zeros(0, dtype=np.float32)
+        self._gate = np.zeros(0, dtype=np.float32)
+        """0 for open candidates, -inf for selected ones."""
         self._redundancy = np.zeros(0, dtype=np.float32)
-        self._open = np.zeros(0, dtype=bool)
+        self._open_count = 0
         self._selected: list[Vector] = []
 
     def __contains__(self, node_id: str) -> bool:
@@ -57,7 +63,7 @@ class MmrSelector:
     @property
     def open_count(self) -> int:
         """Candidates still waiting to be selected."""
-        return int(self._open.sum())
+        return self._open_count
 
     def add(
         self,
@@ -84,8 +90,9 @@ class MmrSelector:
         self._similarity = np.concatenate([self._similarity, similarity])
         given = similarity if relevance is None else relevance[fresh].astype(np.float32)
         self._relevance = np.concatenate([self._relevance, given])
+        self._gate = np.concatenate([self._gate, np.zeros(len(fresh), dtype=np.float32)])
         self._redundancy = np.concatenate([self._redundancy, redundancy])
-        self._open = np.concatenate([self._open, np.ones(len(fresh), dtype=bool)])
+        self._open_count += len(fresh)
 
     def raise_relevance(self, node_id: str, relevance: float) -> None:
         """Raise a known candidate's relevance (a better path to it was found)."""
@@ -97,24 +104,26 @@ class MmrSelector:
         return float(self._relevance[self._position[node_id]])
 
     def _weighted(self) -> NDArray[np.float32]:
-        # Before the first selection nothing is redundant (the -inf placeholder means "none").
-        redundancy = self._redundancy if self._selected else 0.0
-        weighted = self.lambda_mult * self._relevance - (1.0 - self.lambda_mult) * redundancy
-        return np.asarray(weighted, dtype=np.float32)
+        weighted = self.lambda_mult * self._relevance
+        if self._selected:  # before the first selection nothing is redundant (-inf: none)
+            weighted -= (1.0 - self.lambda_mult) * self._redundancy
+        return weighted
 
     def scores(self) -> NDArray[np.float32]:
         """The current MMR score of every candidate (closed ones are -inf)."""
-        return np.where(self._open, self._weighted(), -np.inf).astype(np.float32)
+        scores = self._weighted()
+        scores += self._gate
+        return scores
 
     def leading(self, count: int) -> list[str]:
         """The `count` open candidates with the best MMR scores now, best first: the ones
         the next selections will most likely take."""
         scores = self.scores()
-        count = min(count, self.open_count)
+        count = min(count, self._open_count)
         if count <= 0:
             return []
-        best = np.argpartition(-scores, count - 1)[:count]
-        return [self._ids[i] for i in best[np.argsort(-scores[best], kind="stable")]]
+        best = (-scores).argpartition(count - 1)[:count]
+        return [self._ids[i] for i in best[(-scores[best]).argsort(kind="stable")]]
 
     def unselected(self) -> list[Selection]:
         """The candidates never selected, with their current scores, best first."""
@@ -126,22 +135,23 @@ class MmrSelector:
                 float(self._relevance[i]),
                 float(weighted[i]),
             )
-            for i in np.flatnonzero(self._open)
+            for i in np.flatnonzero(self._gate == 0.0)
         ]
         return sorted(rows, key=lambda row: (-row.mmr_score, row.id))
 
     def pop_best(self) -> Selection | None:
         """Select the best open candidate, or None when none reaches the threshold."""
-        if not self._open.any():
+        if not self._open_count:
             return None
         scores = self.scores()
-        best = int(np.argmax(scores))
+        best = int(scores.argmax())
         if scores[best] < self.score_threshold:
             return None
-        self._open[best] = False
+        self._gate[best] = -np.inf
+        self._open_count -= 1
         chosen = self._embeddings[best]
         self._selected.append(chosen)
-        self._redundancy = np.maximum(self._redundancy, self._embeddings @ chosen)
+        np.maximum(self._redundancy, self._embeddings @ chosen, out=self._redundancy)
         return Selection(
             self._ids[best],
             float(self._similarity[best]),

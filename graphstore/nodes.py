@@ -38,7 +38,9 @@ class TagHit:
     """One row of a tag's posting list: enough to rank and expand a node without reading it.
 
     The embedding and outgoing tags are denormalized into the tag row, so a traversal step
-    never needs a follow-up read of the node.
+    never needs a follow-up read of the node.  A backend that knows no other node links in
+    to one of the node's outgoing tags may leave that tag out: a step on it could return
+    only this node.
     """
 
     id: str

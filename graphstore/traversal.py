@@ -51,6 +51,10 @@ class _Reached:
     def via(self) -> TagKey | None:
         return self.path[-1] if self.path else None
 
+    def step(self, tag: TagKey, hit: TagHit) -> _Reached:
+        """How `hit` is reached over `tag` from the node reached this way."""
+        return _Reached(self.depth + 1, (*self.path, tag), hit.similarity, hit.outgoing)
+
 
 async def _read_hits(
     storage: Storage,
@@ -281,26 +285,30 @@ class _Search:
         pages = [self.pages.pop(tag) for tag in tags]
         new: dict[str, tuple[float, _Reached, TagHit]] = {}
         for tag, (tag_hits, size) in zip(tags, pages, strict=True):
-            parent = max(carriers[tag], key=self._relevance)
+            tag_carriers = carriers[tag]
+            parent = tag_carriers[0]
+            if len(tag_carriers) > 1:
+                parent = max(tag_carriers, key=self._relevance)
             parent_relevance = self._relevance(parent)
             weight = tag_weight(size)
             how = self.reached[parent]
             for hit in tag_hits:
+                if hit.id == parent:  # reached from itself: nothing new
+                    continue
                 relevance = path_relevance(
                     parent_relevance, hit.similarity, weight, strategy.damping
                 )
-                reached = _Reached(how.depth + 1, (*how.path, tag), hit.similarity, hit.outgoing)
                 known = self.reached.get(hit.id)
                 if known is None:
                     if hit.id not in new or relevance > new[hit.id][0]:
-                        new[hit.id] = (relevance, reached, hit)
+                        new[hit.id] = (relevance, how.step(tag, hit), hit)
                     continue
                 if hit.id in self.anchors:
                     continue
                 if hit.id in self.selector:
                     self.selector.raise_relevance(hit.id, relevance)
-                if reached.depth < known.depth:
-                    self.reached[hit.id] = reached
+                if how.depth + 1 < known.depth:
+                    self.reached[hit.id] = how.step(tag, hit)
         admitted = sorted(
             new.values(), key=lambda item: (-item[0], -item[2].similarity, item[2].id)
         )

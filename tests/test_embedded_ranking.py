@@ -166,3 +166,25 @@ def test_a_write_between_two_tag_searches_of_one_query_is_seen(rng):
     del model.vectors["exact"]
     check_everything(storage, model, query[None, :], ["hub"])
     run_sync(storage.close())
+
+
+def test_hits_leave_out_the_tags_only_their_own_node_links_in_to_until_another_does(tmp_path):
+    """A step on such a tag could return only the node itself; the kept set follows every
+    write, this process's and another's."""
+    path = tmp_path / "store.db"
+    storage, other = EmbeddedStorage(path), EmbeddedStorage(path)
+    mine = {Link.bidir("kw", "own"), Link.bidir("kw", "shared"), Link.outgoing("ent", "nowhere")}
+
+    def outgoing(store: EmbeddedStorage) -> frozenset[tuple[str, str]]:
+        [hit] = run_sync(store.search_tags([("kw", "shared")], unit([1, 0]), 1, EVERYTHING))[0]
+        return hit.outgoing
+
+    run_sync(storage.upsert([StoredNode(Node("a", "a", {}, frozenset(mine)), unit([1, 0]))]))
+    assert outgoing(storage) == frozenset()
+    shared = frozenset({Link.incoming("kw", "shared"), Link.incoming("ent", "nowhere")})
+    run_sync(other.upsert([StoredNode(Node("b", "b", {}, shared), unit([0, 1]))]))
+    assert outgoing(storage) == {("kw", "shared"), ("ent", "nowhere")}
+    run_sync(other.delete(["b"]))
+    assert outgoing(storage) == frozenset()
+    run_sync(storage.close())
+    run_sync(other.close())

@@ -61,7 +61,8 @@ async def test_search_tag_finds_incoming_and_bidir_links_only(backend: Storage):
 
 async def test_tag_rows_carry_embedding_and_outgoing_tags(backend: Storage):
     links = [Link.incoming("kw", "t"), Link.outgoing("kw", "u"), Link.bidir("ent", "v")]
-    await backend.upsert([stored("a", [0, 1, 0], links)])
+    others = [Link.incoming("kw", "u"), Link.incoming("ent", "v")]
+    await backend.upsert([stored("a", [0, 1, 0], links), stored("b", [1, 0, 0], others)])
     [hit] = await backend.search_tag(("kw", "t"), unit([0, 1, 0]), 5, EVERYTHING)
     assert hit.outgoing == {("kw", "u"), ("ent", "v")}
     np.testing.assert_allclose(hit.embedding, unit([0, 1, 0]), atol=1e-6)
