@@ -279,9 +279,13 @@ class _Index:
                 members.append(slots)
         if not members:
             return found
-        slots = np.concatenate(members)
+        slots = members[0] if len(members) == 1 else np.concatenate(members)
         scored = self._scored_now(vector)
         scores = self.matrix[slots] @ vector if scored is None else scored.scores[slots]
+        if len(members) == 1:  # one tag: its best first (ties: stored order, as below)
+            best = (-scores).argsort(kind="stable")[:k]
+            found[batched[0]] = list(zip(slots[best].tolist(), scores[best].tolist(), strict=True))
+            return found
         sizes = np.array([part.size for part in members])
         group = np.repeat(np.arange(len(members)), sizes)
         order = np.lexsort((-scores, group))  # by tag, then best first (ties: stored order)

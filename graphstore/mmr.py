@@ -35,9 +35,9 @@ class Selection:
 class MmrSelector:
     """Greedy MMR selection; candidates may be added between selections.
 
-    A selection costs a handful of NumPy calls over the pool (the traversal makes k of them
-    per search), so closed candidates carry a -inf gate that is added to their score
-    instead of masking the pool at each selection."""
+    The traversal makes k selections per search, so each costs one subtraction over the
+    pool: the weighted relevance (-inf once selected) and the weighted redundancy are kept
+    up to date as they change, instead of being recomputed and masked at each selection."""
 
     def __init__(
         self, query: Vector, lambda_mult: float, score_threshold: float = float("-inf")
@@ -50,9 +50,10 @@ class MmrSelector:
         self._embeddings = np.zeros((0, query.size), dtype=np.float32)
         self._similarity = np.zeros(0, dtype=np.float32)
         self._relevance = np.zeros(0, dtype=np.float32)
-        self._gate = np.zeros(0, dtype=np.float32)
-        """0 for open candidates, -inf for selected ones."""
-        self._redundancy = np.zeros(0, dtype=np.float32)
+        self._weighted_relevance = np.zeros(0, dtype=np.float32)
+        """λ · relevance for open candidates, -inf for selected ones."""
+        self._penalty = np.zeros(0, dtype=np.float32)
+        """(1 − λ) · the largest similarity to a selected candidate (0 before any is)."""
         self._open_count = 0
         self._selected: list[Vector] = []
 
@@ -76,44 +77,42 @@ class MmrSelector:
         fresh = [i for i, node_id in enumerate(ids) if node_id not in self._position]
         if not fresh:
             return
-        new = embeddings[fresh].astype(np.float32)
+        new = embeddings if len(fresh) == len(ids) else embeddings[fresh]
+        new = new.astype(np.float32, copy=False)
         similarity = new @ self.query
         for offset, i in enumerate(fresh):
             self._position[ids[i]] = len(self._ids) + offset
         self._ids.extend(ids[i] for i in fresh)
-        redundancy = (
-            (new @ np.stack(self._selected).T).max(axis=1)
+        penalty = (
+            (1.0 - self.lambda_mult) * (new @ np.array(self._selected).T).max(axis=1)
             if self._selected
-            else np.full(len(fresh), -np.inf, dtype=np.float32)
+            else np.zeros(len(fresh), dtype=np.float32)
         )
         self._embeddings = np.concatenate([self._embeddings, new])
         self._similarity = np.concatenate([self._similarity, similarity])
         given = similarity if relevance is None else relevance[fresh].astype(np.float32)
         self._relevance = np.concatenate([self._relevance, given])
-        self._gate = np.concatenate([self._gate, np.zeros(len(fresh), dtype=np.float32)])
-        self._redundancy = np.concatenate([self._redundancy, redundancy])
+        self._weighted_relevance = np.concatenate(
+            [self._weighted_relevance, self.lambda_mult * given]
+        )
+        self._penalty = np.concatenate([self._penalty, penalty])
         self._open_count += len(fresh)
 
     def raise_relevance(self, node_id: str, relevance: float) -> None:
         """Raise a known candidate's relevance (a better path to it was found)."""
         position = self._position[node_id]
-        self._relevance[position] = max(self._relevance[position], relevance)
+        if relevance > self._relevance[position]:
+            self._relevance[position] = relevance
+            if self._weighted_relevance[position] != -np.inf:
+                self._weighted_relevance[position] = self.lambda_mult * self._relevance[position]
 
     def relevance(self, node_id: str) -> float:
         """A known candidate's current relevance."""
         return float(self._relevance[self._position[node_id]])
 
-    def _weighted(self) -> NDArray[np.float32]:
-        weighted = self.lambda_mult * self._relevance
-        if self._selected:  # before the first selection nothing is redundant (-inf: none)
-            weighted -= (1.0 - self.lambda_mult) * self._redundancy
-        return weighted
-
     def scores(self) -> NDArray[np.float32]:
         """The current MMR score of every candidate (closed ones are -inf)."""
-        scores = self._weighted()
-        scores += self._gate
-        return scores
+        return self._weighted_relevance - self._penalty
 
     def leading(self, count: int) -> list[str]:
         """The `count` open candidates with the best MMR scores now, best first: the ones
@@ -127,15 +126,15 @@ class MmrSelector:
 
     def unselected(self) -> list[Selection]:
         """The candidates never selected, with their current scores, best first."""
-        weighted = self._weighted()
+        scores = self.scores()
         rows = [
             Selection(
                 self._ids[i],
                 float(self._similarity[i]),
                 float(self._relevance[i]),
-                float(weighted[i]),
+                float(scores[i]),
             )
-            for i in np.flatnonzero(self._gate == 0.0)
+            for i in np.flatnonzero(scores != -np.inf)
         ]
         return sorted(rows, key=lambda row: (-row.mmr_score, row.id))
 
@@ -147,11 +146,15 @@ class MmrSelector:
         best = int(scores.argmax())
         if scores[best] < self.score_threshold:
             return None
-        self._gate[best] = -np.inf
+        self._weighted_relevance[best] = -np.inf
         self._open_count -= 1
         chosen = self._embeddings[best]
+        penalty = (1.0 - self.lambda_mult) * (self._embeddings @ chosen)
+        if self._selected:
+            np.maximum(self._penalty, penalty, out=self._penalty)
+        else:
+            self._penalty = penalty
         self._selected.append(chosen)
-        np.maximum(self._redundancy, self._embeddings @ chosen, out=self._redundancy)
         return Selection(
             self._ids[best],
             float(self._similarity[best]),

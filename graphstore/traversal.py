@@ -227,7 +227,7 @@ class _Search:
                 self.reached[hit.id] = _Reached(0, (), hit.similarity, hit.outgoing)
             if fresh:
                 self.selector.add(
-                    [hit.id for hit in fresh], np.stack([hit.embedding for hit in fresh])
+                    [hit.id for hit in fresh], np.array([hit.embedding for hit in fresh])
                 )
                 self.stats.candidates += len(fresh)
         for level in range(strategy.depth):
@@ -318,7 +318,7 @@ class _Search:
         if admitted:
             self.selector.add(
                 [hit.id for _, _, hit in admitted],
-                np.stack([hit.embedding for _, _, hit in admitted]),
+                np.array([hit.embedding for _, _, hit in admitted]),
                 np.array([relevance for relevance, _, _ in admitted], dtype=np.float32),
             )
             self.stats.candidates += len(admitted)
