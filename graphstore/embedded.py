@@ -73,6 +73,10 @@ MEMO_QUERIES = 4
 """Query vectors whose scores are kept (concurrent searches each keep theirs)."""
 BATCHED_TAG = 256
 """Tags with at most this many members are ranked together (`_Index.nearest_in_tags`)."""
+SORTED_IN_PYTHON = 128
+"""Small tags with at most this many members in all are sorted in Python: below that, the
+dozen NumPy calls that rank many together cost more (2 tags of 10 members: 5 µs against
+14 µs; 4 tags of 160 members: 24 against 22 µs)."""
 
 
 @dataclass(frozen=True)
@@ -282,9 +286,14 @@ class _Index:
         slots = members[0] if len(members) == 1 else np.concatenate(members)
         scored = self._scored_now(vector)
         scores = self.matrix[slots] @ vector if scored is None else scored.scores[slots]
-        if len(members) == 1:  # one tag: its best first (ties: stored order, as below)
-            best = (-scores).argsort(kind="stable")[:k]
-            found[batched[0]] = list(zip(slots[best].tolist(), scores[best].tolist(), strict=True))
+        if slots.size <= SORTED_IN_PYTHON:
+            pairs = list(zip(slots.tolist(), scores.tolist(), strict=True))
+            offset = 0
+            for part, position in zip(members, batched, strict=True):
+                page = pairs[offset : offset + part.size]
+                page.sort(key=lambda pair: -pair[1])  # best first, ties in stored order
+                found[position] = page[:k]
+                offset += part.size
             return found
         sizes = np.array([part.size for part in members])
         group = np.repeat(np.arange(len(members)), sizes)
