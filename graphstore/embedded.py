@@ -289,11 +289,11 @@ class _Index:
         if slots.size <= SORTED_IN_PYTHON:
             pairs = list(zip(slots.tolist(), scores.tolist(), strict=True))
             offset = 0
-            for part, position in zip(members, batched, strict=True):
-                page = pairs[offset : offset + part.size]
+            for tag_slots, position in zip(members, batched, strict=True):
+                page = pairs[offset : offset + tag_slots.size]
                 page.sort(key=lambda pair: -pair[1])  # best first, ties in stored order
                 found[position] = page[:k]
-                offset += part.size
+                offset += tag_slots.size
             return found
         sizes = np.array([part.size for part in members])
         group = np.repeat(np.arange(len(members)), sizes)
