@@ -230,7 +230,7 @@ class _Search:
                     [hit.id for hit in fresh], np.array([hit.embedding for hit in fresh])
                 )
                 self.stats.candidates += len(fresh)
-        for level in range(strategy.depth):
+        for level in range(strategy.depth if strategy.expand_k else 0):
             frontier = [
                 node_id
                 for node_id, how in self.reached.items()
