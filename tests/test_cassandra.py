@@ -17,8 +17,9 @@ from conftest import cassandra_contact
 from graphstore import GraphStore, Link, Node, vector_codec
 from graphstore.cassandra import CassandraStorage, parse_url
 from graphstore.cassandra.consistency import Consistency
+from graphstore.cassandra.tag_reads import IN_TAGS
 from graphstore.errors import InvalidInputError, StoreOpenError
-from graphstore.filters import parse_filter
+from graphstore.filters import EVERYTHING, parse_filter
 from graphstore.nodes import StoredNode, unit
 from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings
@@ -247,6 +248,31 @@ async def test_in_flight_requests_never_exceed_the_bound(storage):
     assert storage.max_in_flight == 3
     assert 1 < storage.peak_in_flight <= storage.max_in_flight
     assert storage.in_flight == 0
+
+
+async def test_a_wave_reads_each_tag_once_when_two_kinds_share_a_tag_name(storage):
+    """One `IN` chunk asks for `kw`/`x` and the next for `kw`/`y` and `mention`/`x`: the
+    second's kinds × names cover `kw`/`x` again, whose rows must not count twice (they did:
+    its size came back 4, so a step over it passed on half the relevance it should)."""
+    fillers = [("kw", f"a{i:02d}") for i in range(IN_TAGS - 1)]
+    wave = [*fillers, ("kw", "x"), ("kw", "y"), ("mention", "x")]  # sorted: chunks as above
+    await storage.upsert(
+        [
+            StoredNode(Node("p", "p", {}, frozenset([Link.bidir("kw", "x")])), unit([1, 0, 0])),
+            StoredNode(Node("q", "q", {}, frozenset([Link.bidir("kw", "x")])), unit([0, 1, 0])),
+            StoredNode(
+                Node("m", "m", {}, frozenset([Link.incoming("mention", "x")])), unit([0, 0, 1])
+            ),
+            StoredNode(Node("y", "y", {}, frozenset([Link.incoming("kw", "y")])), unit([1, 1, 0])),
+        ]
+    )
+    sizes: dict = {}
+    pages = await storage.search_tags(wave, unit([1, 0, 0]), 10, EVERYTHING, sizes=sizes)
+    found = dict(zip(wave, ([hit.id for hit in page] for page in pages), strict=True))
+    assert found[("kw", "x")] == ["p", "q"]
+    assert found[("mention", "x")] == ["m"]
+    assert found[("kw", "y")] == ["y"]
+    assert (sizes[("kw", "x")], sizes[("mention", "x")], sizes[("kw", "y")]) == (2, 1, 1)
 
 
 async def test_check_says_a_batch_replay_may_be_pending_when_rows_disagree(storage, capsys):

@@ -336,21 +336,30 @@ class Requests:
     async def run_keys(
         self, templates: tuple[str, str], keys: Sequence[Sequence[Any]], per_request: int = 100
     ) -> list[Any]:
-        """Rows for each of `keys` (each a tuple of a partition key's values) by a pair of
-        templates, `IN` and `=` (`queries`): on one node, one `IN` request per `per_request`
-        keys (a request costs the client more than a row); on a cluster, one request per
-        key, each routed to a replica of its row.  The rows of all, concurrently."""
+        """Rows for each of `keys` (each a tuple of a partition key's values, which each row
+        starts with) by a pair of templates, `IN` and `=` (`queries`): on one node, one `IN`
+        request per `per_request` keys (a request costs the client more than a row); on a
+        cluster, one request per key, each routed to a replica of its row.  The rows of
+        all, concurrently, each partition's once.
+
+        An `IN` on a key of two columns asks for every combination of their values, so a
+        chunk also returns partitions that were not asked for, or were asked for in another
+        chunk (`kw`/`x` with `mention`/`x` and `kw`/`y`): only each chunk's own are kept."""
         many, one = templates
         if not self.one_node:
             pages = await asyncio.gather(*(self.run(one, tuple(key)) for key in keys))
-        else:
-            chunks = [keys[i : i + per_request] for i in range(0, len(keys), per_request)]
-            pages = await asyncio.gather(
-                *(
-                    self.run(
-                        many, tuple(sorted({key[i] for key in chunk}) for i in range(len(chunk[0])))
-                    )
-                    for chunk in chunks
+            return [row for rows in pages for row in rows]
+        chunks = [keys[i : i + per_request] for i in range(0, len(keys), per_request)]
+        pages = await asyncio.gather(
+            *(
+                self.run(
+                    many, tuple(sorted({key[i] for key in chunk}) for i in range(len(chunk[0])))
                 )
+                for chunk in chunks
             )
-        return [row for rows in pages for row in rows]
+        )
+        found = []
+        for chunk, rows in zip(chunks, pages, strict=True):
+            asked, width = {tuple(key) for key in chunk}, len(chunk[0])
+            found.extend(row for row in rows if tuple(row[:width]) in asked)
+        return found

@@ -134,12 +134,10 @@ class TagReader:
 
     async def _read_small(self, found: dict[TagKey, _Tag], where: Condition) -> None:
         """Every small part, by `IN` on one node (`kind IN ? AND tag IN ?` also looks up the
-        absent, cheap partitions of the other pairs, which are skipped)."""
+        absent, cheap partitions of the other pairs, which `run_keys` drops)."""
         rows = await self._requests.run_keys(READ_TAGS, sorted(found), IN_TAGS)
         for kind, name, buckets, node_id, embedding, outgoing, terms in rows:
-            state = found.get((kind, name))
-            if state is None:
-                continue
+            state = found[(kind, name)]
             state.buckets = bucket_count(buckets)
             if node_id is not None and passes(where, terms):
                 state.small.append((node_id, embedding, outgoing))
