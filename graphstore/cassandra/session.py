@@ -358,7 +358,7 @@ class Requests:
                 for chunk in chunks
             )
         )
-        found = []
+        found: list[Any] = []
         for chunk, rows in zip(chunks, pages, strict=True):
             asked, width = {tuple(key) for key in chunk}, len(chunk[0])
             found.extend(row for row in rows if tuple(row[:width]) in asked)
