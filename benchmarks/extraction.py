@@ -7,7 +7,7 @@ measures a real local GLiNER instead.  GLiNER runs three ways: the extractor's d
 batches (similar lengths, at most 512 padded words), fixed batches of 8 (what gliner's own
 `inference` does), and the default on short inputs (each passage's first sentence).  The
 mention gazetteer (pure Python, 2,000 names) is a reference row.  Passages are the first
-200 of HotpotQA's corpus (50 with `--quick`).
+200 of HotpotQA's corpus (`QUICK_PASSAGES` with `--quick`).
 
     python -m benchmarks.extraction [--quick] [--gliner-model DIR]
 """
@@ -40,6 +40,8 @@ from graphstore.embeddings import minilm_dir
 CORPUS = HOTPOT / "hotpotqa_train_corpus.json"
 GLINER_LABELS = ["person", "organization", "location"]
 UNBOUNDED = 10**9
+QUICK_PASSAGES = 20
+"""Passages a `--quick` run extracts: enough to compare batched with one-by-one links."""
 
 
 def load_corpus() -> dict[str, list[str]]:
@@ -125,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--gliner-model", type=Path, help="a local GLiNER directory")
     args = parser.parse_args(argv)
     corpus = load_corpus()
-    chosen = list(corpus.values())[: 50 if args.quick else 200]
+    chosen = list(corpus.values())[: QUICK_PASSAGES if args.quick else 200]
     passages = ["".join(sentences) for sentences in chosen]
     first_sentences = [sentences[0] for sentences in chosen]
     rounds = 1 if args.quick else 5

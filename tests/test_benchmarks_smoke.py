@@ -75,7 +75,7 @@ def test_extraction(results_dir):
     rows = result["results"]
     assert len(rows) == 5
     for row in rows.values():
-        assert row["identical_passages"] == row["passages"] == 50
+        assert row["identical_passages"] == row["passages"] == extraction.QUICK_PASSAGES
         assert row["batched"]["passages_per_s"] > 0
 
 
