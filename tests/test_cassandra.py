@@ -17,6 +17,8 @@ from conftest import cassandra_contact
 from graphstore import GraphStore, Link, Node, vector_codec
 from graphstore.cassandra import CassandraStorage, parse_url
 from graphstore.cassandra.consistency import Consistency
+from graphstore.cassandra.rows import ranked_groups
+from graphstore.cassandra.session import key_chunks
 from graphstore.cassandra.tag_reads import IN_TAGS
 from graphstore.errors import InvalidInputError, StoreOpenError
 from graphstore.filters import EVERYTHING, parse_filter
@@ -132,6 +134,46 @@ def test_the_numpy_vector_codec_encodes_and_decodes_as_the_protocol_says():
         float5.serialize(np.zeros(3, dtype=np.float32), 4)
     with pytest.raises(struct.error):
         float5.serialize(["a"] * 5, 4)
+
+
+def test_key_chunks_ask_for_no_partition_outside_the_chunk():
+    """An `IN` per column asks for every combination of the chunk's values: chunks that
+    mixed kinds (`kw`/`a`…, `mention`/`x`) made the node look up absent partitions too."""
+    keys = [("kw", f"a{i:02d}") for i in range(IN_TAGS + 3)] + [("mention", "x"), ("kw", "a00")]
+    chunks = key_chunks(sorted(keys), IN_TAGS)
+    for chunk in chunks:
+        assert len(chunk) <= IN_TAGS
+        assert len({kind for kind, _ in chunk}) == 1  # so kinds × names is the chunk
+    assert sorted(key for chunk in chunks for key in chunk) == sorted(set(keys))
+    assert key_chunks([("n1",), ("n2",), ("n1",)], 100) == [[("n1",), ("n2",)]]
+
+
+def test_a_wave_ranks_each_tag_as_if_alone():
+    """One product for a wave's rows gives each tag the ranking it would get by itself:
+    best cosine first, ties by id, at most k, embeddings and tags kept with their row."""
+    rng = np.random.default_rng(7)
+    query = unit(rng.normal(size=8))
+    groups = [
+        [
+            (f"n{g}-{i}", unit(rng.normal(size=8)).astype("<f4").tobytes(), {("kw", f"t{i}")})
+            for i in range(size)
+        ]
+        for g, size in enumerate([3, 0, 12, 1])
+    ]
+    best = max(groups[2], key=lambda row: float(np.frombuffer(row[1], "<f4") @ query))
+    groups[2].append(("a-tie", best[1], None))  # the best vector again: the id breaks the tie
+    pages = ranked_groups(groups, query, 10)
+    assert [len(page) for page in pages] == [3, 0, 10, 1]
+    assert [hit.id for hit in pages[2][:2]] == ["a-tie", best[0]]
+    for group, page in zip(groups, pages, strict=True):
+        rows = {node_id: (np.frombuffer(blob, "<f4"), tags) for node_id, blob, tags in group}
+        order = sorted(rows, key=lambda node_id: (-float(rows[node_id][0] @ query), node_id))
+        assert [hit.id for hit in page] == order[:10]
+        for hit in page:
+            vector, tags = rows[hit.id]
+            assert np.array_equal(hit.embedding, vector)
+            assert hit.outgoing == frozenset(tags or ())
+            assert hit.similarity == pytest.approx(float(vector @ query), abs=1e-6)
 
 
 BAD_NAMES = [

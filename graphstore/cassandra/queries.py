@@ -41,7 +41,7 @@ INSERT_TAG = (
 DELETE_TAG = "DELETE FROM {tags} WHERE kind = ? AND tag = ? AND node_id = ?"
 READ_TAGS = (
     "SELECT kind, tag, buckets, node_id, embedding, outgoing, filter_terms FROM {tags} "
-    "WHERE kind IN ? AND tag IN ?",
+    "WHERE kind = ? AND tag IN ?",
     "SELECT kind, tag, buckets, node_id, embedding, outgoing, filter_terms FROM {tags} "
     "WHERE kind = ? AND tag = ?",
 )

@@ -14,7 +14,7 @@ from graphstore.nodes import Node, StoredNode, TagHit, Vector
 
 def tag_set(values: Any) -> frozenset[TagKey]:
     """A `set<frozen<tuple<text, text>>>` column (None when empty) as tag keys."""
-    return frozenset((kind, tag) for kind, tag in values or ())
+    return frozenset(values or ())  # the driver gives the tuples as Python tuples
 
 
 def tag_hits(rows: Sequence[Any]) -> list[TagHit]:
@@ -30,12 +30,27 @@ def tag_hits(rows: Sequence[Any]) -> list[TagHit]:
 def ranked(rows: Sequence[Any], query: Vector, k: int) -> list[TagHit]:
     """The `k` rows of (node_id, embedding, outgoing, …) nearest to `query` by exact cosine
     (ties by id); only those are turned into hits."""
+    return ranked_groups([rows], query, k)[0]
+
+
+def ranked_groups(groups: Sequence[Sequence[Any]], query: Vector, k: int) -> list[list[TagHit]]:
+    """`ranked` for each group of rows (the tags of one wave), scored in one product: a wave
+    has ~50 tags of a few rows each, where a product per tag cost more than the rows."""
+    rows = [row for group in groups for row in group]
     if not rows:
-        return []
-    embeddings = np.stack([as_vector(row[1]) for row in rows])
-    scores = embeddings @ query
-    best = sorted(range(len(rows)), key=lambda i: (-scores[i], rows[i][0]))[:k]
-    return [TagHit(rows[i][0], embeddings[i], tag_set(rows[i][2]), float(scores[i])) for i in best]
+        return [[] for _ in groups]
+    embeddings = as_vectors([row[1] for row in rows])
+    scores = (embeddings @ query).tolist()
+    found: list[list[TagHit]] = []
+    start = 0
+    for group in groups:
+        end = start + len(group)
+        best = sorted(range(start, end), key=lambda i: (-scores[i], rows[i][0]))[:k]
+        found.append(
+            [TagHit(rows[i][0], embeddings[i], tag_set(rows[i][2]), scores[i]) for i in best]
+        )
+        start = end
+    return found
 
 
 LITTLE_ENDIAN_FLOAT = np.dtype("<f4")
@@ -53,6 +68,14 @@ def as_vector(value: bytes | Sequence[float]) -> Vector:
     if isinstance(value, bytes):
         return np.frombuffer(value, dtype=LITTLE_ENDIAN_FLOAT).astype(np.float32)
     return np.asarray(value, dtype=np.float32)
+
+
+def as_vectors(values: Sequence[bytes | Sequence[float]]) -> np.ndarray:
+    """Embedding columns as one float32 matrix (bytes joined and read at once)."""
+    if all(isinstance(value, bytes) for value in values):
+        joined = np.frombuffer(b"".join(values), dtype=LITTLE_ENDIAN_FLOAT)  # type: ignore[arg-type]
+        return joined.reshape(len(values), -1).astype(np.float32)
+    return np.stack([as_vector(value) for value in values])
 
 
 def stored_node(row: Sequence[Any]) -> StoredNode:

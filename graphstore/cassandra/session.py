@@ -338,28 +338,33 @@ class Requests:
     ) -> list[Any]:
         """Rows for each of `keys` (each a tuple of a partition key's values, which each row
         starts with) by a pair of templates, `IN` and `=` (`queries`): on one node, one `IN`
-        request per `per_request` keys (a request costs the client more than a row); on a
+        request per chunk of `key_chunks` (a request costs the client more than a row); on a
         cluster, one request per key, each routed to a replica of its row.  The rows of
-        all, concurrently, each partition's once.
-
-        An `IN` on a key of two columns asks for every combination of their values, so a
-        chunk also returns partitions that were not asked for, or were asked for in another
-        chunk (`kw`/`x` with `mention`/`x` and `kw`/`y`): only each chunk's own are kept."""
+        all, concurrently, each partition's once."""
         many, one = templates
+        unique = list(dict.fromkeys(tuple(key) for key in keys))
         if not self.one_node:
-            pages = await asyncio.gather(*(self.run(one, tuple(key)) for key in keys))
-            return [row for rows in pages for row in rows]
-        chunks = [keys[i : i + per_request] for i in range(0, len(keys), per_request)]
-        pages = await asyncio.gather(
-            *(
-                self.run(
-                    many, tuple(sorted({key[i] for key in chunk}) for i in range(len(chunk[0])))
+            pages = await asyncio.gather(*(self.run(one, key) for key in unique))
+        else:
+            pages = await asyncio.gather(
+                *(
+                    self.run(many, (*chunk[0][:-1], [key[-1] for key in chunk]))
+                    for chunk in key_chunks(unique, per_request)
                 )
-                for chunk in chunks
             )
-        )
-        found: list[Any] = []
-        for chunk, rows in zip(chunks, pages, strict=True):
-            asked, width = {tuple(key) for key in chunk}, len(chunk[0])
-            found.extend(row for row in rows if tuple(row[:width]) in asked)
-        return found
+        return [row for rows in pages for row in rows]
+
+
+def key_chunks(keys: Sequence[tuple[Any, ...]], per_request: int) -> list[list[tuple[Any, ...]]]:
+    """Distinct partition keys in chunks of at most `per_request` that agree on every column
+    but the last, for `first = ? AND … AND last IN ?`: an `IN` on two columns would ask the
+    node for every combination of their values, and each partition it looks up costs it about
+    as much whether or not it exists (`kw`/`x` and `mention`/`y` in one chunk cost four)."""
+    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for key in dict.fromkeys(keys):
+        groups.setdefault(key[:-1], []).append(key)
+    return [
+        group[start : start + per_request]
+        for group in groups.values()
+        for start in range(0, len(group), per_request)
+    ]

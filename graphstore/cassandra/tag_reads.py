@@ -1,7 +1,7 @@
 """Reading tags: small parts whole, hot buckets by ANN, both in one concurrent wave.
 
 A wave of tags (one traversal step) reads the small parts of all its tags with one `IN`
-query per `IN_TAGS` tags on one node (a request per tag on a cluster, each routed to a
+query per kind and `IN_TAGS` tags on one node (a request per tag on a cluster, each routed to a
 replica), which also returns each tag's static bucket count, and, at the
 same time, runs the filtered ANN queries (`graphstore.cassandra.filters`) on every bucket of
 the tags this storage already knows to be hot, with a read of their hot-row count.  A tag
@@ -30,7 +30,7 @@ from graphstore.cassandra.queries import (
     READ_TAG_KEYS,
     READ_TAGS,
 )
-from graphstore.cassandra.rows import ranked
+from graphstore.cassandra.rows import ranked_groups
 from graphstore.cassandra.session import Requests
 from graphstore.filters import EVERYTHING, Condition, FilterValues, holds
 from graphstore.links import TagKey
@@ -121,11 +121,12 @@ class TagReader:
                 if state.buckets > state.searched
             )
         )
+        small = ranked_groups([found[tag].small for tag in tags], query, k)
         pages: list[list[TagHit]] = []
         sizes: dict[TagKey, int] = {}
-        for tag in tags:
+        for tag, small_hits in zip(tags, small, strict=True):
             state = found[tag]
-            pages.append(_best(ranked(state.small, query, k) + state.hits, k))
+            pages.append(_best(small_hits + state.hits, k) if state.hits else small_hits)
             if not state.buckets:
                 sizes[tag] = len(state.small)
             elif state.hot_rows is not None:
@@ -133,8 +134,8 @@ class TagReader:
         return pages, sizes
 
     async def _read_small(self, found: dict[TagKey, _Tag], where: Condition) -> None:
-        """Every small part, by `IN` on one node (`kind IN ? AND tag IN ?` also looks up the
-        absent, cheap partitions of the other pairs, which `run_keys` drops)."""
+        """Every small part, by `IN` on one node (`kind = ? AND tag IN ?`, a request per kind
+        and chunk of `IN_TAGS`)."""
         rows = await self._requests.run_keys(READ_TAGS, sorted(found), IN_TAGS)
         for kind, name, buckets, node_id, embedding, outgoing, terms in rows:
             state = found[(kind, name)]
