@@ -358,8 +358,8 @@ class Requests:
 def key_chunks(keys: Sequence[tuple[Any, ...]], per_request: int) -> list[list[tuple[Any, ...]]]:
     """Distinct partition keys in chunks of at most `per_request` that agree on every column
     but the last, for `first = ? AND … AND last IN ?`: an `IN` on two columns would ask the
-    node for every combination of their values, and each partition it looks up costs it about
-    as much whether or not it exists (`kw`/`x` and `mention`/`y` in one chunk cost four)."""
+    node for every combination of their values, a lookup each whether or not the partition
+    exists (`kw`/`x` and `mention`/`y` in one chunk cost four)."""
     groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
     for key in dict.fromkeys(keys):
         groups.setdefault(key[:-1], []).append(key)
