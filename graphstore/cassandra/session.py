@@ -342,16 +342,15 @@ class Requests:
         cluster, one request per key, each routed to a replica of its row.  The rows of
         all, concurrently, each partition's once."""
         many, one = templates
-        unique = list(dict.fromkeys(tuple(key) for key in keys))
-        if not self.one_node:
-            pages = await asyncio.gather(*(self.run(one, key) for key in unique))
+        as_tuples = [tuple(key) for key in keys]
+        if self.one_node:
+            requests = [
+                self.run(many, (*chunk[0][:-1], [key[-1] for key in chunk]))
+                for chunk in key_chunks(as_tuples, per_request)
+            ]
         else:
-            pages = await asyncio.gather(
-                *(
-                    self.run(many, (*chunk[0][:-1], [key[-1] for key in chunk]))
-                    for chunk in key_chunks(unique, per_request)
-                )
-            )
+            requests = [self.run(one, key) for key in dict.fromkeys(as_tuples)]
+        pages = await asyncio.gather(*requests)
         return [row for rows in pages for row in rows]
 
 
