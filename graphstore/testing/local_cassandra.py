@@ -510,6 +510,20 @@ class CassandraNode:
                 )
             time.sleep(0.5)
 
+    def wipe(self) -> None:
+        """Delete the node's data, commit log, caches and logs, so it starts empty.
+
+        A test node wants this: every dropped table leaves tombstones in ``system_schema``
+        for seven days, and each later CREATE or DROP scans them (a node that served many
+        test runs took 6.5 s to make and drop a store, a fresh one 1.5 s).
+        """
+        if self.is_running():
+            raise CassandraError(f"Cassandra runs in {self.node_dir} (pid {self.pid}): stop it")
+        for sub in ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "triggers"):
+            shutil.rmtree(self.node_dir / sub, ignore_errors=True)
+        for log in (self.system_log, self.stdout_log):
+            log.unlink(missing_ok=True)
+
     def stop(self, grace: float = STOP_GRACE) -> None:
         """Stop the JVM: SIGTERM (Cassandra drains and flushes), SIGKILL after ``grace`` seconds.
 
@@ -584,11 +598,18 @@ def main(argv: list[str] | None = None) -> int:
         "--heap", help=f"JVM heap, -Xms/-Xmx (default {DEFAULT_HEAP}; 512M per cluster node)"
     )
     parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start: delete the node's data first (one node only; `make test` does it)",
+    )
+    parser.add_argument(
         "--timeout", type=float, default=START_TIMEOUT, help="seconds to wait for CQL on start"
     )
     args = parser.parse_args(argv)
     try:
         if args.nodes > 1 or args.node is not None:
+            if args.fresh:
+                parser.error("--fresh is for one node; a cluster directory can be deleted")
             from graphstore.testing.local_cluster import cluster_command
 
             return cluster_command(args)
@@ -605,6 +626,8 @@ def _node_command(args: argparse.Namespace) -> int:
     )
     if args.action == "start":
         began = time.monotonic()
+        if args.fresh:
+            node.wipe()
         node.start(timeout=args.timeout)
         print(
             f"Cassandra {cassandra_version()} up on {node.host}:{node.port} "

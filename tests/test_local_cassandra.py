@@ -1,0 +1,60 @@
+"""The local node launcher's own behaviour that needs no JVM: wiping a test node's data."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graphstore.testing.local_cassandra import MAIN_CLASS, CassandraError, CassandraNode, main
+
+DATA_DIRS = ("data", "commitlog", "saved_caches", "hints")
+
+
+def a_stopped_node(node_dir: Path) -> CassandraNode:
+    """A node directory as a stopped node leaves it: config, data, commit log and logs."""
+    node = CassandraNode(node_dir)
+    for sub in DATA_DIRS:
+        (node_dir / sub).mkdir(parents=True)
+        (node_dir / sub / "file").write_text("x")
+    (node_dir / "cassandra.yaml").write_text("cluster_name: t\n")
+    node.system_log.write_text("old log\n")
+    return node
+
+
+def test_wipe_deletes_data_and_logs_and_keeps_the_directory(tmp_path: Path):
+    node = a_stopped_node(tmp_path / "node")
+    node.wipe()
+    assert not any((node.node_dir / sub).exists() for sub in DATA_DIRS)
+    assert not node.system_log.exists()
+    assert (node.node_dir / "cassandra.yaml").exists()
+
+
+def test_wipe_refuses_a_running_node_and_deletes_nothing(tmp_path: Path):
+    node = a_stopped_node(tmp_path / "node")
+    # A live process whose command line is that of this node's JVM is what `pid` checks.
+    stand_in = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(60)",
+            MAIN_CLASS,
+            f"-Dcassandra.storagedir={node.node_dir}",
+        ]
+    )
+    try:
+        node.pid_file.write_text(f"{stand_in.pid}\n")
+        with pytest.raises(CassandraError, match="stop it"):
+            node.wipe()
+    finally:
+        stand_in.kill()
+        stand_in.wait()
+    assert all((node.node_dir / sub / "file").exists() for sub in DATA_DIRS)
+
+
+def test_fresh_is_refused_for_a_cluster(capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit):
+        main(["start", "--nodes", "3", "--fresh"])
+    assert "--fresh is for one node" in capsys.readouterr().err
