@@ -20,6 +20,9 @@ from numpy.typing import NDArray
 
 from graphstore.nodes import Vector
 
+INITIAL_CAPACITY = 64
+"""Pool rows allocated up front (a default search considers a few dozen candidates)."""
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -37,7 +40,9 @@ class MmrSelector:
 
     The traversal makes k selections per search, so each costs one subtraction over the
     pool: the weighted relevance (-inf once selected) and the weighted redundancy are kept
-    up to date as they change, instead of being recomputed and masked at each selection."""
+    up to date as they change, instead of being recomputed and masked at each selection.
+    The pool's arrays are over-allocated and grow by doubling, so adding a handful of
+    candidates copies nothing already there (a search adds several times)."""
 
     def __init__(
         self, query: Vector, lambda_mult: float, score_threshold: float = float("-inf")
@@ -47,15 +52,16 @@ class MmrSelector:
         self.score_threshold = score_threshold
         self._ids: list[str] = []
         self._position: dict[str, int] = {}
-        self._embeddings = np.zeros((0, query.size), dtype=np.float32)
-        self._similarity = np.zeros(0, dtype=np.float32)
-        self._relevance = np.zeros(0, dtype=np.float32)
-        self._weighted_relevance = np.zeros(0, dtype=np.float32)
+        self._embeddings = np.empty((INITIAL_CAPACITY, query.size), dtype=np.float32)
+        self._similarity = np.empty(INITIAL_CAPACITY, dtype=np.float32)
+        self._relevance = np.empty(INITIAL_CAPACITY, dtype=np.float32)
+        self._weighted_relevance = np.empty(INITIAL_CAPACITY, dtype=np.float32)
         """λ · relevance for open candidates, -inf for selected ones."""
-        self._penalty = np.zeros(0, dtype=np.float32)
+        self._penalty = np.empty(INITIAL_CAPACITY, dtype=np.float32)
         """(1 − λ) · the largest similarity to a selected candidate (0 before any is)."""
         self._open_count = 0
-        self._selected: list[Vector] = []
+        self._chosen = np.empty((0, query.size), dtype=np.float32)
+        """The selected candidates' embeddings, in the order chosen."""
 
     def __contains__(self, node_id: str) -> bool:
         """True for every id ever added, selected or not."""
@@ -65,6 +71,21 @@ class MmrSelector:
     def open_count(self) -> int:
         """Candidates still waiting to be selected."""
         return self._open_count
+
+    def _reserve(self, size: int) -> None:
+        """Make room for `size` candidates in every pool array, keeping their contents."""
+        capacity = self._similarity.size
+        if size <= capacity:
+            return
+        capacity = max(size, 2 * capacity)
+        count = len(self._ids)
+        embeddings = np.empty((capacity, self.query.size), dtype=np.float32)
+        embeddings[:count] = self._embeddings[:count]
+        self._embeddings = embeddings
+        for name in ("_similarity", "_relevance", "_weighted_relevance", "_penalty"):
+            grown = np.empty(capacity, dtype=np.float32)
+            grown[:count] = getattr(self, name)[:count]
+            setattr(self, name, grown)
 
     def add(
         self,
@@ -78,24 +99,21 @@ class MmrSelector:
         if not fresh:
             return
         new = embeddings if len(fresh) == len(ids) else embeddings[fresh]
-        new = new.astype(np.float32, copy=False)
-        similarity = new @ self.query
+        start, end = len(self._ids), len(self._ids) + len(fresh)
+        self._reserve(end)
         for offset, i in enumerate(fresh):
-            self._position[ids[i]] = len(self._ids) + offset
+            self._position[ids[i]] = start + offset
         self._ids.extend(ids[i] for i in fresh)
-        penalty = (
-            (1.0 - self.lambda_mult) * (new @ np.array(self._selected).T).max(axis=1)
-            if self._selected
-            else np.zeros(len(fresh), dtype=np.float32)
-        )
-        self._embeddings = np.concatenate([self._embeddings, new])
-        self._similarity = np.concatenate([self._similarity, similarity])
-        given = similarity if relevance is None else relevance[fresh].astype(np.float32)
-        self._relevance = np.concatenate([self._relevance, given])
-        self._weighted_relevance = np.concatenate(
-            [self._weighted_relevance, self.lambda_mult * given]
-        )
-        self._penalty = np.concatenate([self._penalty, penalty])
+        self._embeddings[start:end] = new
+        self._similarity[start:end] = self._embeddings[start:end] @ self.query
+        given = self._similarity[start:end] if relevance is None else relevance[fresh]
+        self._relevance[start:end] = given
+        self._weighted_relevance[start:end] = self.lambda_mult * self._relevance[start:end]
+        if self._chosen.size:
+            redundancy = self._embeddings[start:end] @ self._chosen.T
+            self._penalty[start:end] = (1.0 - self.lambda_mult) * redundancy.max(axis=1)
+        else:
+            self._penalty[start:end] = 0.0
         self._open_count += len(fresh)
 
     def raise_relevance(self, node_id: str, relevance: float) -> None:
@@ -112,7 +130,8 @@ class MmrSelector:
 
     def scores(self) -> NDArray[np.float32]:
         """The current MMR score of every candidate (closed ones are -inf)."""
-        return self._weighted_relevance - self._penalty
+        count = len(self._ids)
+        return self._weighted_relevance[:count] - self._penalty[:count]
 
     def leading(self, count: int) -> list[str]:
         """The `count` open candidates with the best MMR scores now, best first: the ones
@@ -148,13 +167,14 @@ class MmrSelector:
             return None
         self._weighted_relevance[best] = -np.inf
         self._open_count -= 1
+        count = len(self._ids)
         chosen = self._embeddings[best]
-        penalty = (1.0 - self.lambda_mult) * (self._embeddings @ chosen)
-        if self._selected:
-            np.maximum(self._penalty, penalty, out=self._penalty)
+        penalty = (1.0 - self.lambda_mult) * (self._embeddings[:count] @ chosen)
+        if self._chosen.size:
+            np.maximum(self._penalty[:count], penalty, out=self._penalty[:count])
         else:
-            self._penalty = penalty
-        self._selected.append(chosen)
+            self._penalty[:count] = penalty
+        self._chosen = np.vstack([self._chosen, chosen])
         return Selection(
             self._ids[best],
             float(self._similarity[best]),

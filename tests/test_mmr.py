@@ -74,6 +74,31 @@ def test_candidates_added_after_selection_are_scored_like_the_rest(pool):
         chosen.append(best)
 
 
+def test_a_pool_grown_in_many_small_adds_selects_as_textbook_mmr():
+    """Past the selector's initial capacity (`_reserve` copies the pool into larger arrays)
+    each pick is still the textbook choice among the candidates added so far."""
+    rng = np.random.default_rng(11)
+    embeddings = unit_rows(rng.normal(size=(200, 16)))
+    query = unit_rows(rng.normal(size=(1, 16)))[0]
+    selector = MmrSelector(query, 0.7)
+    chosen: list[int] = []
+    for start in range(0, 200, 13):
+        added = range(min(start + 13, 200))
+        selector.add([f"d{i}" for i in added[start:]], embeddings[start : added.stop])
+        pick = selector.pop_best()
+        assert pick is not None
+        best = max(
+            (i for i in added if i not in chosen),
+            key=lambda i: (
+                0.7 * embeddings[i] @ query
+                - 0.3 * max((embeddings[i] @ embeddings[j] for j in chosen), default=0.0)
+            ),
+        )
+        assert pick.id == f"d{best}"
+        chosen.append(best)
+    assert selector.open_count == 200 - len(chosen)
+
+
 def test_known_ids_are_not_added_twice(pool):
     query, embeddings = pool
     selector = MmrSelector(query, 0.5)
