@@ -233,29 +233,26 @@ def edge_rows(nodes: Sequence[Node]) -> int:
     return sum(count * out.get(tag, 0) for tag, count in into.items())
 
 
-def corpus(passages: int | None) -> tuple[list[Node], np.ndarray]:
-    """The stored passages: the 994 HotpotQA passages with their keyword and title-mention
-    links, or `data.scaled_corpus(passages)`."""
+def corpus(passages: int | None, first: int) -> tuple[list[Node], np.ndarray]:
+    """The stored passages: the `first` HotpotQA passages with their keyword and title-mention
+    links (mentions of any of the 994 titles), or `data.scaled_corpus(passages)`.  Only the
+    passages stored are embedded and given keywords (a fresh clone has none cached)."""
     if passages:
         return data.scaled_corpus(passages)
     hotpot = data.hotpot_passages()
-    texts = [p.text for p in hotpot]
-    links = [
-        kw | mention
-        for kw, mention in zip(data.keyword_links(texts), data.mention_links(hotpot), strict=True)
-    ]
+    texts = [p.text for p in hotpot[:first]]
+    mentions = data.mention_links(hotpot)[:first]
+    links = [kw | mention for kw, mention in zip(data.keyword_links(texts), mentions, strict=True)]
     nodes = [
         Node(p.title, p.text, {}, frozenset(tag_set))
-        for p, tag_set in zip(hotpot, links, strict=True)
+        for p, tag_set in zip(hotpot[:first], links, strict=True)
     ]
     return nodes, data.embed(texts)
 
 
 async def run(args: Any) -> None:
     sizes = QUICK if args.quick else FULL if args.backend == "embedded" else CASSANDRA
-    nodes, vectors = corpus(args.passages)
-    if not args.passages:
-        nodes, vectors = nodes[: sizes.passages], vectors[: sizes.passages]
+    nodes, vectors = corpus(args.passages, sizes.passages)
     questions = [q["question"] for q in data.hotpot_questions()[: sizes.questions]]
     question_vectors = data.embed(questions)
     edges_needed = edge_rows(nodes)
