@@ -20,6 +20,7 @@ Library use::
 Command line (``start`` returns once CQL answers and leaves the node running)::
 
     python -m graphstore.testing.local_cassandra start|stop|kill|status [--dir D] [--port 9042]
+    python -m graphstore.testing.local_cassandra start --fresh   # delete the data first
 
 A cluster of N nodes on 127.0.0.2, .3, ... (``graphstore.testing.local_cluster``), and one
 of its nodes stopped, killed (SIGKILL) or started again::
