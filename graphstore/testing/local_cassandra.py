@@ -57,6 +57,8 @@ POM = RESOURCES / "pom.xml"
 LOGBACK = RESOURCES / "logback.xml"
 CACHE_DIR = Path(os.environ.get("GRAPHSTORE_CACHE_DIR", "~/.cache/graphstore")).expanduser()
 DEFAULT_NODE_DIR = CACHE_DIR / "node"
+NODE_SUBDIRS = ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "triggers")
+"""What a node keeps under its directory besides its config and logs."""
 
 SUPPORTED_JAVA = (11, 17)
 MAIN_CLASS = "org.apache.cassandra.service.CassandraDaemon"
@@ -427,7 +429,7 @@ class CassandraNode:
     def write_config(self, storage_port: int) -> Path:
         """Write ``cassandra.yaml`` into the node directory and return its path."""
         heap_mib = _mebibytes(self.heap)
-        for sub in ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "triggers"):
+        for sub in NODE_SUBDIRS:
             (self.node_dir / sub).mkdir(parents=True, exist_ok=True)
         path = self.node_dir / "cassandra.yaml"
         path.write_text(
@@ -520,7 +522,7 @@ class CassandraNode:
         """
         if self.is_running():
             raise CassandraError(f"Cassandra runs in {self.node_dir} (pid {self.pid}): stop it")
-        for sub in ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "triggers"):
+        for sub in NODE_SUBDIRS:
             shutil.rmtree(self.node_dir / sub, ignore_errors=True)
         for log in (self.system_log, self.stdout_log):
             log.unlink(missing_ok=True)
