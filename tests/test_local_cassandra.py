@@ -35,17 +35,24 @@ def test_wipe_deletes_data_and_logs_and_keeps_the_directory(tmp_path: Path):
 def test_wipe_refuses_a_running_node_and_deletes_nothing(tmp_path: Path):
     node = a_stopped_node(tmp_path / "node")
     # A live process whose command line is that of this node's JVM is what `pid` checks.
+    # It says when it runs, so /proc holds its command line (CI once found no node here);
+    # if /proc shows something else, the assertion prints it.
     stand_in = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import time; time.sleep(60)",
+            "import time; print('up', flush=True); time.sleep(60)",
             MAIN_CLASS,
             f"-Dcassandra.storagedir={node.node_dir}",
-        ]
+        ],
+        stdout=subprocess.PIPE,
     )
     try:
+        assert stand_in.stdout is not None
+        assert stand_in.stdout.readline() == b"up\n"
         node.pid_file.write_text(f"{stand_in.pid}\n")
+        cmdline = Path(f"/proc/{stand_in.pid}/cmdline").read_bytes()
+        assert node.is_running(), f"/proc shows the stand-in as {cmdline!r}"
         with pytest.raises(CassandraError, match="stop it"):
             node.wipe()
     finally:
