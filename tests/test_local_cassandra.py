@@ -35,8 +35,8 @@ def test_wipe_deletes_data_and_logs_and_keeps_the_directory(tmp_path: Path):
 def test_wipe_refuses_a_running_node_and_deletes_nothing(tmp_path: Path):
     node = a_stopped_node(tmp_path / "node")
     # A live process whose command line is that of this node's JVM is what `pid` checks.
-    # It says when it runs, so /proc holds its command line (CI once found no node here);
-    # if /proc shows something else, the assertion prints it.
+    # Popen can return while the kernel is still exec'ing the child, before its command
+    # line is in /proc (CI once found no node here), so the test waits until it runs.
     stand_in = subprocess.Popen(
         [
             sys.executable,
