@@ -22,6 +22,8 @@ from graphstore.nodes import Vector
 
 INITIAL_CAPACITY = 64
 """Pool rows allocated up front (a default search considers a few dozen candidates)."""
+INITIAL_CHOSEN = 16
+"""Rows allocated up front for the selected embeddings (a default search selects 5 or 10)."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,9 @@ class MmrSelector:
         self._penalty = np.empty(INITIAL_CAPACITY, dtype=np.float32)
         """(1 − λ) · the largest similarity to a selected candidate (0 before any is)."""
         self._open_count = 0
-        self._chosen = np.empty((0, query.size), dtype=np.float32)
-        """The selected candidates' embeddings, in the order chosen."""
+        self._chosen = np.empty((INITIAL_CHOSEN, query.size), dtype=np.float32)
+        """The selected candidates' embeddings in the order chosen, over-allocated too."""
+        self._chosen_count = 0
 
     def __contains__(self, node_id: str) -> bool:
         """True for every id ever added, selected or not."""
@@ -109,8 +112,8 @@ class MmrSelector:
         given = self._similarity[start:end] if relevance is None else relevance[fresh]
         self._relevance[start:end] = given
         self._weighted_relevance[start:end] = self.lambda_mult * self._relevance[start:end]
-        if self._chosen.size:
-            redundancy = self._embeddings[start:end] @ self._chosen.T
+        if self._chosen_count:
+            redundancy = self._embeddings[start:end] @ self._chosen[: self._chosen_count].T
             self._penalty[start:end] = (1.0 - self.lambda_mult) * redundancy.max(axis=1)
         else:
             self._penalty[start:end] = 0.0
@@ -170,11 +173,14 @@ class MmrSelector:
         count = len(self._ids)
         chosen = self._embeddings[best]
         penalty = (1.0 - self.lambda_mult) * (self._embeddings[:count] @ chosen)
-        if self._chosen.size:
+        if self._chosen_count:
             np.maximum(self._penalty[:count], penalty, out=self._penalty[:count])
         else:
             self._penalty[:count] = penalty
-        self._chosen = np.vstack([self._chosen, chosen])
+        if self._chosen_count == self._chosen.shape[0]:
+            self._chosen = np.concatenate([self._chosen, np.empty_like(self._chosen)])
+        self._chosen[self._chosen_count] = chosen
+        self._chosen_count += 1
         return Selection(
             self._ids[best],
             float(self._similarity[best]),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,8 +41,9 @@ class TraversalStats:
     unselected: list[Candidate] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class _Reached:
+class _Reached(NamedTuple):
+    """How a search reached a node (a named tuple: one is made per candidate)."""
+
     depth: int
     path: tuple[TagKey, ...]
     similarity: float

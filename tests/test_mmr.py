@@ -75,14 +75,15 @@ def test_candidates_added_after_selection_are_scored_like_the_rest(pool):
 
 
 def test_a_pool_grown_in_many_small_adds_selects_as_textbook_mmr():
-    """Past the selector's initial capacity (`_reserve` copies the pool into larger arrays)
-    each pick is still the textbook choice among the candidates added so far."""
+    """Past the selector's initial capacities (`_reserve` copies the pool into larger arrays;
+    the selected embeddings grow too) each pick is still the textbook choice among the
+    candidates added so far."""
     rng = np.random.default_rng(11)
     embeddings = unit_rows(rng.normal(size=(200, 16)))
     query = unit_rows(rng.normal(size=(1, 16)))[0]
     selector = MmrSelector(query, 0.7)
     chosen: list[int] = []
-    for start in range(0, 200, 13):
+    for start in [*range(0, 200, 13), *[200] * 30]:
         added = range(min(start + 13, 200))
         selector.add([f"d{i}" for i in added[start:]], embeddings[start : added.stop])
         pick = selector.pop_best()
