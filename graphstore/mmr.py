@@ -26,6 +26,16 @@ INITIAL_CHOSEN = 16
 """Rows allocated up front for the selected embeddings (a default search selects 5 or 10)."""
 
 
+def _with_room(rows: NDArray[np.float32], size: int, kept: int) -> NDArray[np.float32]:
+    """`rows`, or when it has fewer than `size` rows a copy with at least twice as many that
+    keeps its first `kept` rows (growth by doubling: appends cost O(1) on average)."""
+    if size <= rows.shape[0]:
+        return rows
+    grown = np.empty((max(size, 2 * rows.shape[0]), *rows.shape[1:]), dtype=rows.dtype)
+    grown[:kept] = rows[:kept]
+    return grown
+
+
 @dataclass(frozen=True)
 class Selection:
     """A candidate with its similarity to the query, its relevance and its MMR score (when
@@ -77,18 +87,11 @@ class MmrSelector:
 
     def _reserve(self, size: int) -> None:
         """Make room for `size` candidates in every pool array, keeping their contents."""
-        capacity = self._similarity.size
-        if size <= capacity:
+        if size <= self._similarity.size:
             return
-        capacity = max(size, 2 * capacity)
         count = len(self._ids)
-        embeddings = np.empty((capacity, self.query.size), dtype=np.float32)
-        embeddings[:count] = self._embeddings[:count]
-        self._embeddings = embeddings
-        for name in ("_similarity", "_relevance", "_weighted_relevance", "_penalty"):
-            grown = np.empty(capacity, dtype=np.float32)
-            grown[:count] = getattr(self, name)[:count]
-            setattr(self, name, grown)
+        for name in ("_embeddings", "_similarity", "_relevance", "_weighted_relevance", "_penalty"):
+            setattr(self, name, _with_room(getattr(self, name), size, count))
 
     def add(
         self,
@@ -177,8 +180,7 @@ class MmrSelector:
             np.maximum(self._penalty[:count], penalty, out=self._penalty[:count])
         else:
             self._penalty[:count] = penalty
-        if self._chosen_count == self._chosen.shape[0]:
-            self._chosen = np.concatenate([self._chosen, np.empty_like(self._chosen)])
+        self._chosen = _with_room(self._chosen, self._chosen_count + 1, self._chosen_count)
         self._chosen[self._chosen_count] = chosen
         self._chosen_count += 1
         return Selection(
