@@ -162,15 +162,17 @@ def keyword_links(texts: Sequence[str]) -> list[frozenset[Link]]:
     return [frozenset(Link.bidir("kw", tag) for tag in tags) for tags in keywords(texts)]
 
 
-def mention_links(passages: Sequence[Passage]) -> list[frozenset[Link]]:
+def mention_links(passages: Sequence[Passage], *, aliases: bool = True) -> list[frozenset[Link]]:
     """Title mentions: a passage links out to the titles it names, each title's passage in.
 
-    Uses the gazetteer extractor over every title of the corpus; 2Wiki passages also keep
-    their source hyperlinks (`Passage.mentions`).
+    Uses the gazetteer extractor over every title of the corpus, with the unambiguous
+    qualifier-free form of a title as its alias (`title_aliases`; `aliases=False`: exact
+    titles only); 2Wiki passages also keep their source hyperlinks (`Passage.mentions`).
     """
-    from extractors.mentions import MentionLinkExtractor
+    from extractors.mentions import MentionLinkExtractor, title_aliases
 
-    extractor = MentionLinkExtractor([p.title for p in passages])
+    titles = [p.title for p in passages]
+    extractor = MentionLinkExtractor(title_aliases(titles) if aliases else titles)
     return [
         frozenset(
             extractor.extract_titled(p.text, p.title)

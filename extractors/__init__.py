@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from extractors.entities import GlinerLinkExtractor
     from extractors.frequency import TagFrequencyFilter
     from extractors.keywords import KeybertLinkExtractor
-    from extractors.mentions import MentionLinkExtractor
+    from extractors.mentions import MentionLinkExtractor, title_aliases
     from extractors.normalize import normalize_tag
 
 _LAZY = {
@@ -29,6 +29,7 @@ _LAZY = {
     "MentionLinkExtractor": "extractors.mentions",
     "TagFrequencyFilter": "extractors.frequency",
     "normalize_tag": "extractors.normalize",
+    "title_aliases": "extractors.mentions",
 }
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "MentionLinkExtractor",
     "TagFrequencyFilter",
     "normalize_tag",
+    "title_aliases",
 ]
 
 

@@ -11,6 +11,8 @@ point at it, and nothing else does.
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,6 +20,34 @@ from extractors.base import LinkExtractor
 from extractors.normalize import fold, is_cjk, normalize_tag
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
+
+_QUALIFIED = re.compile(r"^(?P<base>.*\S)\s*[(（][^()（）]+[)）]$")
+"""A title with a trailing qualifier: "Billy Murray (singer)", "西游记（电视剧）"."""
+
+
+def _is_name(base: str) -> bool:
+    """At least two words (two characters in a script written without spaces): a single
+    word ("Mirage" of "Mirage (band)") is too often just a word in running text."""
+    return len(base) >= 2 if any(is_cjk(char) for char in base) else len(base.split()) >= 2
+
+
+def title_aliases(titles: Iterable[str]) -> dict[str, str]:
+    """A gazetteer of page titles: each title names itself and, when it carries a trailing
+    qualifier as encyclopedia titles do, its base name is an alias of it, since text says
+    "Billy Murray", not "Billy Murray (singer)".  A base becomes an alias only when it is
+    unambiguous (no other title has the same base or is the base itself) and a name, not a
+    word (`_is_name`).
+    """
+    listed = list(titles)
+    names = {title: title for title in listed}
+    bases = {title: match["base"] for title in listed if (match := _QUALIFIED.match(title))}
+    shared = Counter(fold(base) for base in bases.values())
+    folded_titles = {fold(title) for title in listed}
+    for title, base in bases.items():
+        key = fold(base)
+        if shared[key] == 1 and key not in folded_titles and _is_name(base):
+            names[base] = title
+    return names
 
 
 def _continues_word(char: str) -> bool:

@@ -1,10 +1,14 @@
 """Maximal marginal relevance over a candidate pool that grows while selecting.
 
-score(c) = λ · rel(c) − (1 − λ) · max_{s ∈ selected} sim(c, s)
+score(c) = λ · rel(c) − (1 − λ) · max_{s ∈ selected, s ∉ cited(c)} sim(c, s)
 
 rel(c) is the candidate's relevance: its similarity to the query unless the caller gives
 another (the traversal gives a path-aware one, `graphstore.relevance`), and it may be raised
-later when a better path to the candidate is found.
+later when a better path to the candidate is found.  cited(c) is the selected passage that
+led to c by naming it (a mention, a hyperlink), when there is one: a passage that names
+another resembles it because it talks about it, not because it says the same thing, so that
+resemblance is not redundancy.  (Counting it sent the song a singer is known for below
+unrelated singers, since the song's page resembles the singer's.)
 
 Both terms keep their weights for the whole search.  (LangChain's `MmrHelper` weights the
 redundancy by 1 − λ when a candidate is added but overwrites it with the raw similarity
@@ -13,6 +17,7 @@ after each selection, so its λ silently stops applying; `test_mmr.py` pins the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,6 +80,8 @@ class MmrSelector:
         self._chosen = np.empty((INITIAL_CHOSEN, query.size), dtype=np.float32)
         """The selected candidates' embeddings in the order chosen, over-allocated too."""
         self._chosen_count = 0
+        self._chosen_rank: dict[str, int] = {}
+        """Each selected candidate's row in `_chosen`."""
 
     def __contains__(self, node_id: str) -> bool:
         """True for every id ever added, selected or not."""
@@ -98,9 +105,11 @@ class MmrSelector:
         ids: list[str],
         embeddings: NDArray[np.float32],
         relevance: NDArray[np.float32] | None = None,
+        cited_by: Sequence[str | None] | None = None,
     ) -> None:
         """Add unit-embedding candidates (relevance: their similarity unless given); ids
-        already known are ignored."""
+        already known are ignored.  `cited_by[i]`, when set, is the selected candidate that
+        names candidate i: i's resemblance to it is not counted as redundancy."""
         fresh = [i for i, node_id in enumerate(ids) if node_id not in self._position]
         if not fresh:
             return
@@ -117,7 +126,13 @@ class MmrSelector:
         self._weighted_relevance[start:end] = self.lambda_mult * self._relevance[start:end]
         if self._chosen_count:
             redundancy = self._embeddings[start:end] @ self._chosen[: self._chosen_count].T
-            self._penalty[start:end] = (1.0 - self.lambda_mult) * redundancy.max(axis=1)
+            for row, i in enumerate(fresh):
+                citing = None if cited_by is None else cited_by[i]
+                if citing is not None and citing in self._chosen_rank:
+                    redundancy[row, self._chosen_rank[citing]] = -np.inf
+            worst = redundancy.max(axis=1)
+            worst[worst == -np.inf] = 0.0  # cited by the only selection: nothing redundant
+            self._penalty[start:end] = (1.0 - self.lambda_mult) * worst
         else:
             self._penalty[start:end] = 0.0
         self._open_count += len(fresh)
@@ -182,6 +197,7 @@ class MmrSelector:
             self._penalty[:count] = penalty
         self._chosen = _with_room(self._chosen, self._chosen_count + 1, self._chosen_count)
         self._chosen[self._chosen_count] = chosen
+        self._chosen_rank[self._ids[best]] = self._chosen_count
         self._chosen_count += 1
         return Selection(
             self._ids[best],

@@ -8,9 +8,13 @@ first.  Here a linked passage inherits its parent's relevance in proportion to h
 the tag is: a tag carried by one passage (a title mention) passes all of it, a tag on
 a large share of the store (a common keyword) passes little.  Its own similarity fills the
 rest, and relevance never drops below that similarity, so a link can only raise a passage.
+A tag the passage shares (a keyword) rather than one that cites it (a mention) only brings
+new passages in: it raises none already found (`is_shared`).
 """
 
 from __future__ import annotations
+
+from graphstore.links import TagKey
 
 
 def tag_weight(tag_size: int) -> float:
@@ -32,3 +36,20 @@ def path_relevance(parent: float, similarity: float, weight: float, damping: flo
     never below the passage's own similarity."""
     share = damping * weight
     return max(similarity, share * parent + (1.0 - share) * similarity)
+
+
+def is_shared(tag: TagKey, tag_size: int, outgoing: frozenset[TagKey]) -> bool:
+    """Whether a passage reached over `tag` shares it with others (a keyword: it links out
+    on the tag too, and the tag leads to more than it) rather than being cited by it (a
+    mention, a hyperlink: the tag names this passage).
+
+    The two kinds of hop say different things.  A citation is evidence the passage itself
+    does not carry: the passage that names it is relevant, so what it names may be, however
+    unlike the query it reads.  A shared tag mostly says the two passages are about the same
+    thing, which their embeddings already measure: such a hop brings a passage in as a
+    candidate, but does not raise one already there (on the dev sets, raising them reordered
+    the nearest passages at random, and adding keyword links to mention links cost recall).
+    Decided from the tag's size and the passage's own outgoing tags, which every backend
+    returns alike.
+    """
+    return tag_size > 1 and tag in outgoing

@@ -22,7 +22,7 @@ from graphstore.filters import Condition, matches
 from graphstore.links import TagKey, outgoing_tags
 from graphstore.mmr import MmrSelector, Selection
 from graphstore.nodes import Candidate, Hit, TagHit, Vector
-from graphstore.relevance import path_relevance, tag_weight
+from graphstore.relevance import is_shared, path_relevance, tag_weight
 from graphstore.storage import Storage
 from graphstore.strategy import Strategy
 
@@ -285,7 +285,7 @@ class _Search:
         await self._read(tags)
         self.visited.update(tags)
         pages = [self.pages.pop(tag) for tag in tags]
-        new: dict[str, tuple[float, _Reached, TagHit]] = {}
+        new: dict[str, tuple[float, _Reached, TagHit, str | None]] = {}
         for tag, (tag_hits, size) in zip(tags, pages, strict=True):
             tag_carriers = carriers[tag]
             parent = tag_carriers[0]
@@ -300,14 +300,16 @@ class _Search:
                 relevance = path_relevance(
                     parent_relevance, hit.similarity, weight, strategy.damping
                 )
+                shared = is_shared(tag, size, hit.outgoing)
                 known = self.reached.get(hit.id)
                 if known is None:
                     if hit.id not in new or relevance > new[hit.id][0]:
-                        new[hit.id] = (relevance, how.step(tag, hit), hit)
+                        cited_by = None if shared else parent
+                        new[hit.id] = (relevance, how.step(tag, hit), hit, cited_by)
                     continue
                 if hit.id in self.anchors:
                     continue
-                if hit.id in self.selector:
+                if hit.id in self.selector and not shared:
                     self.selector.raise_relevance(hit.id, relevance)
                 if how.depth + 1 < known.depth:
                     self.reached[hit.id] = how.step(tag, hit)
@@ -315,13 +317,14 @@ class _Search:
             new.values(), key=lambda item: (-item[0], -item[2].similarity, item[2].id)
         )
         admitted = admitted[: strategy.max_candidates_per_step]
-        for _, reached, hit in admitted:
+        for _, reached, hit, _ in admitted:
             self.reached[hit.id] = reached
         if admitted:
             self.selector.add(
-                [hit.id for _, _, hit in admitted],
-                np.array([hit.embedding for _, _, hit in admitted]),
-                np.array([relevance for relevance, _, _ in admitted], dtype=np.float32),
+                [hit.id for _, _, hit, _ in admitted],
+                np.array([hit.embedding for _, _, hit, _ in admitted]),
+                np.array([relevance for relevance, _, _, _ in admitted], dtype=np.float32),
+                [cited_by for _, _, _, cited_by in admitted],
             )
             self.stats.candidates += len(admitted)
         overdue = [

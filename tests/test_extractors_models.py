@@ -24,6 +24,7 @@ from extractors import (
     MentionLinkExtractor,
     TagFrequencyFilter,
     normalize_tag,
+    title_aliases,
 )
 from extractors.normalize import join_cjk_words
 from graphstore.errors import InvalidInputError
@@ -406,6 +407,33 @@ def test_mentions_map_aliases_to_canonical_names():
     page = mentions.defines("The Prestige (film)")
     assert page == Link.incoming("mention", "the prestige (film)")
     assert outgoing_tags(links) & incoming_tags({page})
+
+
+def test_title_aliases_name_a_page_by_its_unambiguous_base_name():
+    titles = [
+        "Billy Murray (singer)",
+        "Mirage (band)",  # one word: too often just a word
+        "Walter West (director)",
+        "Walter West (footballer)",  # two pages share the base
+        "Paul Gross (actor)",
+        "paul  gross",  # the base is another page's title
+        "西游记（电视剧）",
+        "Daddy, Come Home",
+    ]
+    assert title_aliases(titles) == {title: title for title in titles} | {
+        "Billy Murray": "Billy Murray (singer)",
+        "西游记": "西游记（电视剧）",
+    }
+    pytest.importorskip("ahocorasick")
+    mentions = MentionLinkExtractor(title_aliases(titles))
+    text = (
+        "Daddy, Come Home was recorded by Billy Murray; Walter West directed 西游记 and a Mirage."
+    )
+    assert mentions.extract_titled(text, "Daddy, Come Home") == {
+        Link.incoming("mention", "daddy, come home"),
+        Link.outgoing("mention", "billy murray (singer)"),
+        Link.outgoing("mention", "西游记(电视剧)"),
+    }
 
 
 def test_mentions_prefer_the_longest_name_and_match_cjk_inside_words():

@@ -149,3 +149,26 @@ def test_given_relevance_replaces_similarity_and_can_only_rise(pool):
     rest = selector.unselected()
     assert [row.id for row in rest] == [f"d{i}" for i in range(1, 9)]
     assert all(row.mmr_score == pytest.approx(row.relevance) for row in rest)
+
+
+def test_a_candidate_is_not_redundant_with_the_selection_that_cites_it():
+    """A passage brought in because a selected passage names it resembles that passage
+    because it is about what the passage mentions: only its resemblance to the other
+    selections counts as redundancy."""
+    query = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+    singer, other = unit_rows(np.array([[0.8, 0.6, 0.0], [0.0, 0.6, 0.8]]))
+    song, rival = unit_rows(np.array([[0.35, 0.937, 0.0], [0.79, 0.0, 0.613]]))
+    selector = MmrSelector(query, 0.9)
+    selector.add(["singer"], singer[None, :])
+    assert selector.pop_best().id == "singer"
+    relevance = np.array([0.8, 0.79], dtype=np.float32)
+    selector.add(["song", "rival"], np.stack([song, rival]), relevance, ["singer", None])
+    scores = dict(zip(["song", "rival"], selector.scores()[1:].tolist(), strict=True))
+    assert scores["song"] == pytest.approx(0.9 * 0.8, abs=1e-6)  # the singer is not counted
+    assert scores["rival"] == pytest.approx(0.9 * 0.79 - 0.1 * float(rival @ singer), abs=1e-6)
+    # Without the citation the song's likeness to the singer would have cost it the place.
+    assert 0.9 * 0.8 - 0.1 * float(song @ singer) < scores["rival"] < scores["song"]
+    assert selector.pop_best().id == "song"
+    # Every later selection counts in full, the citing one still does not.
+    selector.add(["other"], other[None, :], np.array([0.5], dtype=np.float32), ["singer"])
+    assert selector.scores()[3] == pytest.approx(0.45 - 0.1 * float(other @ song), abs=1e-6)

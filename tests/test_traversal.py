@@ -347,3 +347,49 @@ async def test_a_hub_tag_does_not_flood_the_results(backend):
     hub_scores = [c.score for c in stats.unselected if c.id.startswith("H")]
     assert hub_scores  # considered, and lost: 1/21 of A's relevance is little
     assert max(hub_scores) < 0.35
+
+
+async def test_a_cited_passage_is_not_redundant_with_the_passage_citing_it(backend):
+    # A singer's page names her song; the song's page reads like the singer's (and not like
+    # the query), while an unrelated passage is nearly as relevant and unlike the singer.
+    nodes = {
+        "singer": (norm([0.8, 0.6, 0]), [Link.outgoing("mention", "song")]),
+        "song": (norm([0.35, 0.937, 0]), [Link.incoming("mention", "song")]),
+        "rival": (norm([0.79, 0, 0.613]), []),
+    }
+    store = await build(backend, nodes)
+    hits = await store.asearch("q", k=2, fetch_k=2)
+    assert [(h.node.id, h.via) for h in hits] == [
+        ("singer", None),
+        ("song", ("mention", "song")),
+    ]
+    assert hits[1].mmr_score == pytest.approx(0.9 * hits[0].score, abs=1e-5)  # no redundancy
+    mmr = await store.ammr_traversal_search("q", k=2, fetch_k=2)
+    assert [h.node.id for h in mmr] == ["singer", "song"]
+
+
+@pytest.mark.parametrize("shared", [True, False])
+async def test_a_shared_tag_brings_passages_in_but_does_not_reorder_the_nearest(backend, shared):
+    # A and B both carry keyword x (shared), or A names B (a citation).  C is nearer the
+    # query than B; E, far from it, carries x too and is no root.
+    link_a = Link.bidir("kw", "x") if shared else Link.outgoing("kw", "x")
+    link_b = Link.bidir("kw", "x") if shared else Link.incoming("kw", "x")
+    nodes = {
+        "A": (norm([0.9, 0.436, 0]), [link_a]),
+        "B": (norm([0.6, 0, 0.8]), [link_b]),
+        "C": (norm([0.7, 0, -0.714]), []),
+        "E": (norm([0.2, -0.98, 0]), [Link.bidir("kw", "x")] if shared else []),
+    }
+    store = await build(backend, nodes)
+    stats = TraversalStats(keep_unselected=True)
+    hits = await store.asearch("q", k=2, fetch_k=3, stats=stats)
+    if shared:  # B keeps its own similarity: the shared keyword says what its vector does
+        assert [h.node.id for h in hits] == ["A", "C"]
+        lost = {c.id: c for c in stats.unselected}
+        assert lost["B"].score == pytest.approx(0.6, abs=1e-5)
+        # E was brought in over x with a third of A's relevance (x leads to 3 passages).
+        assert (lost["E"].depth, lost["E"].path) == (1, (("kw", "x"),))
+        assert lost["E"].score == pytest.approx(0.9 / 3 + 0.2 * 2 / 3, abs=1e-3)
+    else:  # A names B: B inherits A's relevance
+        assert [h.node.id for h in hits] == ["A", "B"]
+        assert hits[1].score == pytest.approx(hits[0].score, abs=1e-5)
