@@ -126,12 +126,17 @@ class MmrSelector:
         self._weighted_relevance[start:end] = self.lambda_mult * self._relevance[start:end]
         if self._chosen_count:
             redundancy = self._embeddings[start:end] @ self._chosen[: self._chosen_count].T
-            for row, i in enumerate(fresh):
-                citing = None if cited_by is None else cited_by[i]
-                if citing is not None and citing in self._chosen_rank:
-                    redundancy[row, self._chosen_rank[citing]] = -np.inf
+            ranks = self._chosen_rank
+            citations = [
+                (row, ranks[citing])
+                for row, i in enumerate(fresh)
+                if cited_by is not None and (citing := cited_by[i]) in ranks
+            ]
+            for row, rank in citations:
+                redundancy[row, rank] = -np.inf
             worst = redundancy.max(axis=1)
-            worst[worst == -np.inf] = 0.0  # cited by the only selection: nothing redundant
+            if citations:
+                worst[worst == -np.inf] = 0.0  # cited by the only selection: nothing redundant
             self._penalty[start:end] = (1.0 - self.lambda_mult) * worst
         else:
             self._penalty[start:end] = 0.0

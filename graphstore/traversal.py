@@ -285,7 +285,9 @@ class _Search:
         await self._read(tags)
         self.visited.update(tags)
         pages = [self.pages.pop(tag) for tag in tags]
-        new: dict[str, tuple[float, _Reached, TagHit, str | None]] = {}
+        new: dict[str, tuple[float, TagHit, TagKey, _Reached, str | None]] = {}
+        """Per new candidate: its best relevance, its hit, the tag and the reach of the
+        parent it came from over that tag, and the parent when the tag cites it."""
         for tag, (tag_hits, size) in zip(tags, pages, strict=True):
             tag_carriers = carriers[tag]
             parent = tag_carriers[0]
@@ -304,8 +306,7 @@ class _Search:
                 known = self.reached.get(hit.id)
                 if known is None:
                     if hit.id not in new or relevance > new[hit.id][0]:
-                        cited_by = None if shared else parent
-                        new[hit.id] = (relevance, how.step(tag, hit), hit, cited_by)
+                        new[hit.id] = (relevance, hit, tag, how, None if shared else parent)
                     continue
                 if hit.id in self.anchors:
                     continue
@@ -314,17 +315,17 @@ class _Search:
                 if how.depth + 1 < known.depth:
                     self.reached[hit.id] = how.step(tag, hit)
         admitted = sorted(
-            new.values(), key=lambda item: (-item[0], -item[2].similarity, item[2].id)
+            new.values(), key=lambda item: (-item[0], -item[1].similarity, item[1].id)
         )
         admitted = admitted[: strategy.max_candidates_per_step]
-        for _, reached, hit, _ in admitted:
-            self.reached[hit.id] = reached
+        for _, hit, tag, how, _ in admitted:
+            self.reached[hit.id] = how.step(tag, hit)
         if admitted:
             self.selector.add(
-                [hit.id for _, _, hit, _ in admitted],
-                np.array([hit.embedding for _, _, hit, _ in admitted]),
-                np.array([relevance for relevance, _, _, _ in admitted], dtype=np.float32),
-                [cited_by for _, _, _, cited_by in admitted],
+                [hit.id for _, hit, _, _, _ in admitted],
+                np.array([hit.embedding for _, hit, _, _, _ in admitted]),
+                np.array([relevance for relevance, *_ in admitted], dtype=np.float32),
+                [cited_by for *_, cited_by in admitted],
             )
             self.stats.candidates += len(admitted)
         overdue = [
