@@ -49,7 +49,8 @@ def is_shared(tag: TagKey, tag_size: int, outgoing: frozenset[TagKey]) -> bool:
     thing, which their embeddings already measure: such a hop brings a passage in as a
     candidate, but does not raise one already there (on the dev sets, raising them reordered
     the nearest passages at random, and adding keyword links to mention links cost recall).
-    Decided from the tag's size and the passage's own outgoing tags, which every backend
-    returns alike.
+    Decided from the tag's size and the passage's outgoing tags, so every backend decides
+    alike: the embedded backend's hits leave out only tags that lead to no other passage,
+    and a tag of more than one passage is never one of those.
     """
     return tag_size > 1 and tag in outgoing

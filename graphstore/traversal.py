@@ -285,9 +285,9 @@ class _Search:
         await self._read(tags)
         self.visited.update(tags)
         pages = [self.pages.pop(tag) for tag in tags]
+        # Per new candidate: its best relevance, its hit, the tag and the reach of the parent
+        # it came from over that tag, and that parent when the tag cites the candidate.
         new: dict[str, tuple[float, TagHit, TagKey, _Reached, str | None]] = {}
-        """Per new candidate: its best relevance, its hit, the tag and the reach of the
-        parent it came from over that tag, and the parent when the tag cites it."""
         for tag, (tag_hits, size) in zip(tags, pages, strict=True):
             tag_carriers = carriers[tag]
             parent = tag_carriers[0]
@@ -318,8 +318,8 @@ class _Search:
             new.values(), key=lambda item: (-item[0], -item[1].similarity, item[1].id)
         )
         admitted = admitted[: strategy.max_candidates_per_step]
-        for _, hit, tag, how, _ in admitted:
-            self.reached[hit.id] = how.step(tag, hit)
+        for _, hit, via, parent_reach, _ in admitted:
+            self.reached[hit.id] = parent_reach.step(via, hit)
         if admitted:
             self.selector.add(
                 [hit.id for _, hit, _, _, _ in admitted],
