@@ -12,12 +12,11 @@ in the same run.
 Links: KeyBERT top-5 keywords (`kw`, bidirectional), title mentions (a passage links out to
 every title of the corpus it names, by the title or its unambiguous qualifier-free form; the
 titled passage links in), or both; `--links exact-mentions` adds title mentions by the exact
-title only.  Methods, all at
-their defaults unless named: similarity; `GraphStore.search` (the default graph search);
-`mmr_traversal_search`; `traversal_search`; the alternatives the defaults were chosen
-against (relevance alone, lambda 1; a wave that expands the 10 best roots before
-selecting; half the parent's relevance passed on, damping 0.5); and on HotpotQA the
-`langchain-graph-retriever` anchor (`Eager`, over `InMemoryVectorStore` with the same
+title only.  Methods, all at their defaults unless named: similarity; `GraphStore.search`
+(the default graph search); `mmr_traversal_search`; `traversal_search`; the alternatives
+the defaults were chosen against (relevance alone, lambda 1; a wave that expands the 10 best
+roots before selecting; half the parent's relevance passed on, damping 0.5); and on HotpotQA
+the `langchain-graph-retriever` anchor (`Eager`, over `InMemoryVectorStore` with the same
 embeddings and links as metadata).  No setting differs between data sets.
 """
 
