@@ -127,11 +127,15 @@ class MmrSelector:
         if self._chosen_count:
             redundancy = self._embeddings[start:end] @ self._chosen[: self._chosen_count].T
             ranks = self._chosen_rank
-            citations = [
-                (row, ranks[citing])
-                for row, i in enumerate(fresh)
-                if cited_by is not None and (citing := cited_by[i]) in ranks
-            ]
+            citations = (
+                []
+                if cited_by is None
+                else [
+                    (row, ranks[citing])
+                    for row, i in enumerate(fresh)
+                    if (citing := cited_by[i]) in ranks
+                ]
+            )
             for row, rank in citations:
                 redundancy[row, rank] = -np.inf
             worst = redundancy.max(axis=1)
