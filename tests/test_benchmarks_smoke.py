@@ -66,7 +66,8 @@ def test_quality(results_dir):
             for method in methods.values():
                 assert {"2", "5", "10"} == set(method["scores"])
                 assert 0.0 <= method["scores"]["5"]["recall"] <= 1.0
-                assert method["latency"] > 0
+                assert {str(k) for k in quality.LATENCY_KS} == set(method["latency"])
+                assert all(seconds > 0 for seconds in method["latency"].values())
 
 
 def test_extraction(results_dir):
