@@ -575,19 +575,15 @@ class EmbeddedStorage(Storage):
             index = self._index
             allowed = index.allowed(where)
             ranked = index.nearest_in_tags(vector, k, tags, allowed)
-            rows = index.matrix[[slot for page in ranked for slot, _ in page]]  # one copy
-            found: list[list[TagHit]] = []
-            start = 0
-            for tag, page in zip(tags, ranked, strict=True):
-                found.append(
-                    [
-                        TagHit(index.ids[slot] or "", rows[start + i], index.leads(slot), score)
-                        for i, (slot, score) in enumerate(page)
-                    ]
-                )
-                start += len(page)
-                if sizes is not None and tag is not None and allowed is None:
-                    sizes[tag] = len(index.postings.get(tag, ()))
+            rows = iter(index.matrix[[slot for page in ranked for slot, _ in page]])  # one copy
+            ids, leads = index.ids, index.leads
+            found = [
+                [TagHit(ids[slot] or "", next(rows), leads(slot), score) for slot, score in page]
+                for page in ranked
+            ]
+            if sizes is not None and allowed is None:
+                postings = index.postings
+                sizes.update((tag, len(postings.get(tag, ()))) for tag in tags if tag is not None)
             return found
 
     async def tag_sizes(

@@ -110,41 +110,41 @@ class MmrSelector:
         """Add unit-embedding candidates (relevance: their similarity unless given); ids
         already known are ignored.  `cited_by[i]`, when set, is the selected candidate that
         names candidate i: i's resemblance to it is not counted as redundancy."""
-        fresh = [i for i, node_id in enumerate(ids) if node_id not in self._position]
-        if not fresh:
-            return
-        new = embeddings if len(fresh) == len(ids) else embeddings[fresh]
-        start, end = len(self._ids), len(self._ids) + len(fresh)
+        position = self._position
+        if not position.keys().isdisjoint(ids):
+            fresh = [i for i, node_id in enumerate(ids) if node_id not in position]
+            if not fresh:
+                return
+            ids, embeddings = [ids[i] for i in fresh], embeddings[fresh]
+            relevance = None if relevance is None else relevance[fresh]
+            cited_by = None if cited_by is None else [cited_by[i] for i in fresh]
+        start, end = len(self._ids), len(self._ids) + len(ids)
         self._reserve(end)
-        for offset, i in enumerate(fresh):
-            self._position[ids[i]] = start + offset
-        self._ids.extend(ids[i] for i in fresh)
-        self._embeddings[start:end] = new
-        self._similarity[start:end] = self._embeddings[start:end] @ self.query
-        given = self._similarity[start:end] if relevance is None else relevance[fresh]
-        self._relevance[start:end] = given
-        self._weighted_relevance[start:end] = self.lambda_mult * self._relevance[start:end]
+        position.update(zip(ids, range(start, end), strict=True))
+        self._ids.extend(ids)
+        rows = self._embeddings[start:end]
+        rows[:] = embeddings
+        similarity = self._similarity[start:end]
+        np.matmul(rows, self.query, out=similarity)
+        given = self._relevance[start:end]
+        given[:] = similarity if relevance is None else relevance
+        np.multiply(given, self.lambda_mult, out=self._weighted_relevance[start:end])
+        penalty = self._penalty[start:end]
         if self._chosen_count:
-            redundancy = self._embeddings[start:end] @ self._chosen[: self._chosen_count].T
+            redundancy = rows @ self._chosen[: self._chosen_count].T
             ranks = self._chosen_rank
-            citations = (
-                []
-                if cited_by is None
-                else [
-                    (row, ranks[citing])
-                    for row, i in enumerate(fresh)
-                    if (citing := cited_by[i]) in ranks
-                ]
-            )
+            citations = [
+                (row, ranks[citing]) for row, citing in enumerate(cited_by or ()) if citing in ranks
+            ]
             for row, rank in citations:
                 redundancy[row, rank] = -np.inf
-            worst = redundancy.max(axis=1)
+            redundancy.max(axis=1, out=penalty)
             if citations:
-                worst[worst == -np.inf] = 0.0  # cited by the only selection: nothing redundant
-            self._penalty[start:end] = (1.0 - self.lambda_mult) * worst
+                penalty[penalty == -np.inf] = 0.0  # cited by the only selection: nothing redundant
+            penalty *= 1.0 - self.lambda_mult
         else:
-            self._penalty[start:end] = 0.0
-        self._open_count += len(fresh)
+            penalty[:] = 0.0
+        self._open_count += len(ids)
 
     def raise_relevance(self, node_id: str, relevance: float) -> None:
         """Raise a known candidate's relevance (a better path to it was found)."""
@@ -191,26 +191,26 @@ class MmrSelector:
         """Select the best open candidate, or None when none reaches the threshold."""
         if not self._open_count:
             return None
-        scores = self.scores()
+        count = len(self._ids)
+        scores = self._weighted_relevance[:count] - self._penalty[:count]
         best = int(scores.argmax())
-        if scores[best] < self.score_threshold:
+        score = float(scores[best])
+        if score < self.score_threshold:
             return None
         self._weighted_relevance[best] = -np.inf
         self._open_count -= 1
-        count = len(self._ids)
         chosen = self._embeddings[best]
-        penalty = (1.0 - self.lambda_mult) * (self._embeddings[:count] @ chosen)
+        penalty = self._embeddings[:count] @ chosen
+        penalty *= 1.0 - self.lambda_mult
         if self._chosen_count:
             np.maximum(self._penalty[:count], penalty, out=self._penalty[:count])
         else:
             self._penalty[:count] = penalty
         self._chosen = _with_room(self._chosen, self._chosen_count + 1, self._chosen_count)
         self._chosen[self._chosen_count] = chosen
-        self._chosen_rank[self._ids[best]] = self._chosen_count
+        node_id = self._ids[best]
+        self._chosen_rank[node_id] = self._chosen_count
         self._chosen_count += 1
         return Selection(
-            self._ids[best],
-            float(self._similarity[best]),
-            float(self._relevance[best]),
-            float(scores[best]),
+            node_id, float(self._similarity[best]), float(self._relevance[best]), score
         )

@@ -288,6 +288,7 @@ class _Search:
         # Per new candidate: its best relevance, its hit, the tag and the reach of the parent
         # it came from over that tag, and that parent when the tag cites the candidate.
         new: dict[str, tuple[float, TagHit, TagKey, _Reached, str | None]] = {}
+        reached, anchors, selector = self.reached, self.anchors, self.selector
         for tag, (tag_hits, size) in zip(tags, pages, strict=True):
             tag_carriers = carriers[tag]
             parent = tag_carriers[0]
@@ -295,25 +296,26 @@ class _Search:
                 parent = max(tag_carriers, key=self._relevance)
             parent_relevance = self._relevance(parent)
             weight = tag_weight(size)
-            how = self.reached[parent]
+            how = reached[parent]
             for hit in tag_hits:
                 if hit.id == parent:  # reached from itself: nothing new
                     continue
                 relevance = path_relevance(
                     parent_relevance, hit.similarity, weight, strategy.damping
                 )
-                shared = is_shared(tag, size, hit.outgoing)
-                known = self.reached.get(hit.id)
+                known = reached.get(hit.id)
                 if known is None:
-                    if hit.id not in new or relevance > new[hit.id][0]:
+                    best = new.get(hit.id)
+                    if best is None or relevance > best[0]:
+                        shared = is_shared(tag, size, hit.outgoing)
                         new[hit.id] = (relevance, hit, tag, how, None if shared else parent)
                     continue
-                if hit.id in self.anchors:
+                if hit.id in anchors:
                     continue
-                if hit.id in self.selector and not shared:
-                    self.selector.raise_relevance(hit.id, relevance)
+                if hit.id in selector and not is_shared(tag, size, hit.outgoing):
+                    selector.raise_relevance(hit.id, relevance)
                 if how.depth + 1 < known.depth:
-                    self.reached[hit.id] = how.step(tag, hit)
+                    reached[hit.id] = how.step(tag, hit)
         admitted = sorted(
             new.values(), key=lambda item: (-item[0], -item[1].similarity, item[1].id)
         )
