@@ -18,7 +18,7 @@ after each selection, so its λ silently stops applying; `test_mmr.py` pins the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,10 +41,10 @@ def _with_room(rows: NDArray[np.float32], size: int, kept: int) -> NDArray[np.fl
     return grown
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(NamedTuple):
     """A candidate with its similarity to the query, its relevance and its MMR score (when
-    selected: the score it was chosen with; otherwise its score at the end)."""
+    selected: the score it was chosen with; otherwise its score at the end).  A named tuple:
+    a search makes one per selection, and a frozen dataclass costs several times as much."""
 
     id: str
     similarity: float
@@ -66,6 +66,8 @@ class MmrSelector:
     ) -> None:
         self.query = query
         self.lambda_mult = lambda_mult
+        self._redundancy_weight = np.float32(1.0 - lambda_mult)
+        """1 − λ as a NumPy scalar: scaling by a Python float costs a type resolution."""
         self.score_threshold = score_threshold
         self._ids: list[str] = []
         self._position: dict[str, int] = {}
@@ -141,7 +143,7 @@ class MmrSelector:
             redundancy.max(axis=1, out=penalty)
             if citations:
                 penalty[penalty == -np.inf] = 0.0  # cited by the only selection: nothing redundant
-            penalty *= 1.0 - self.lambda_mult
+            penalty *= self._redundancy_weight
         else:
             penalty[:] = 0.0
         self._open_count += len(ids)
@@ -192,7 +194,8 @@ class MmrSelector:
         if not self._open_count:
             return None
         count = len(self._ids)
-        scores = self._weighted_relevance[:count] - self._penalty[:count]
+        penalty = self._penalty[:count]
+        scores = self._weighted_relevance[:count] - penalty
         best = int(scores.argmax())
         score = float(scores[best])
         if score < self.score_threshold:
@@ -200,13 +203,14 @@ class MmrSelector:
         self._weighted_relevance[best] = -np.inf
         self._open_count -= 1
         chosen = self._embeddings[best]
-        penalty = self._embeddings[:count] @ chosen
-        penalty *= 1.0 - self.lambda_mult
+        redundancy = self._embeddings[:count] @ chosen
+        redundancy *= self._redundancy_weight
         if self._chosen_count:
-            np.maximum(self._penalty[:count], penalty, out=self._penalty[:count])
+            np.maximum(penalty, redundancy, out=penalty)
         else:
-            self._penalty[:count] = penalty
-        self._chosen = _with_room(self._chosen, self._chosen_count + 1, self._chosen_count)
+            penalty[:] = redundancy
+        if self._chosen_count == len(self._chosen):
+            self._chosen = _with_room(self._chosen, self._chosen_count + 1, self._chosen_count)
         self._chosen[self._chosen_count] = chosen
         node_id = self._ids[best]
         self._chosen_rank[node_id] = self._chosen_count

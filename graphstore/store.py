@@ -24,7 +24,7 @@ from graphstore.links import as_links
 from graphstore.metadata import Filter, check_metadata
 from graphstore.nodes import Hit, Node, StoredNode, Vector, unit
 from graphstore.storage import ScoredNode, Storage, StoreStats
-from graphstore.strategy import DEFAULT, MAX_DEPTH, MMR_TRAVERSAL, check_count
+from graphstore.strategy import DEFAULT, MAX_DEPTH, MMR_TRAVERSAL, check_count, search_strategy
 from graphstore.traversal import Traversal, TraversalStats
 from graphstore.utf8 import check_utf8
 
@@ -236,8 +236,7 @@ class GraphStore:
         `lambda_mult`, `damping`, …); pass `stats=TraversalStats(keep_unselected=True)` to
         see the candidates that lost.
         """
-        options.setdefault("fetch_k", max(DEFAULT.fetch_k, check_count("k", k)))
-        strategy = DEFAULT.with_options(k=k, **options).checked()
+        strategy = search_strategy(k, **options)
         where = parse_filter(filter)
         return await self.traversal.search(
             await self._query_vector(query), strategy, where=where, stats=stats

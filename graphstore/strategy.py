@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from graphstore.errors import InvalidInputError
@@ -106,3 +107,23 @@ DEFAULT = Strategy()
 
 MMR_TRAVERSAL = replace(DEFAULT, k=4)
 """`mmr_traversal_search`'s defaults: the same search, with LangChain's usual k."""
+
+
+def search_strategy(k: int, **options: Any) -> Strategy:
+    """The default search (`GraphStore.search`) at `k` with `options` (other `Strategy`
+    fields), validated; `fetch_k` defaults to max(10, k) roots, so that k passages come
+    back.  Without options the strategy is built once per k: nearly every search asks for
+    one, and building it costs what a tag step does."""
+    if options:
+        return _with_options(k, options)
+    return _plain(check_count("k", k))
+
+
+def _with_options(k: int, options: dict[str, Any]) -> Strategy:
+    options.setdefault("fetch_k", max(DEFAULT.fetch_k, check_count("k", k)))
+    return DEFAULT.with_options(k=k, **options).checked()
+
+
+@lru_cache(maxsize=64)
+def _plain(k: int) -> Strategy:
+    return _with_options(k, {})

@@ -14,6 +14,7 @@ import pytest
 from graphstore import GraphStore, InvalidInputError, Link, Node
 from graphstore.storage import Storage
 from graphstore.store import run_sync
+from graphstore.strategy import DEFAULT, search_strategy
 from graphstore.testing.embeddings import KeyedEmbeddings
 from graphstore.traversal import TraversalStats
 
@@ -283,8 +284,22 @@ async def test_reading_ahead_changes_no_result_and_saves_round_trips(backend):
 )
 async def test_bad_search_parameters_are_refused(backend, options, message):
     store = await build(backend, chain())
-    with pytest.raises(InvalidInputError, match=message):
-        await store.ammr_traversal_search("q", **options)
+    for search in (store.ammr_traversal_search, store.asearch):
+        with pytest.raises(InvalidInputError, match=message):
+            await search("q", **options)
+
+
+def test_default_search_strategy_is_kept_per_k_and_options_apply_on_top():
+    assert search_strategy(5) is search_strategy(5)
+    assert (search_strategy(5).fetch_k, search_strategy(20).fetch_k) == (10, 20)
+    assert search_strategy(5, lambda_mult=1.0).lambda_mult == 1.0
+    assert search_strategy(5).lambda_mult == DEFAULT.lambda_mult
+    assert search_strategy(5, fetch_k=3).fetch_k == 3
+    # The step cap follows the options it derives from, not the kept strategy's.
+    assert search_strategy(5, adjacent_k=30).max_candidates_per_step == 30
+    for bad in (0, True, "5"):
+        with pytest.raises(InvalidInputError, match="k must be"):
+            search_strategy(bad)
 
 
 async def test_animals_connect_through_shared_habitat(backend, shared_data):
