@@ -7,6 +7,7 @@ A tiny `TagLayout` (a tag turns hot at 3 rows, a bucket takes 2) keeps every cas
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 
@@ -17,6 +18,8 @@ from conftest import cassandra_contact, write_old_cassandra_store
 from graphstore import GraphStore, Link, Node
 from graphstore.cassandra import CassandraStorage
 from graphstore.cassandra.layout import SMALL, TagLayout, bucket_of, plan_rows
+from graphstore.cassandra.schema import SCHEMA
+from graphstore.cassandra.tables import PARTS
 from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import InvalidInputError, StoreOpenError
 from graphstore.filters import EVERYTHING, matches, parse_filter
@@ -310,6 +313,47 @@ async def test_a_store_made_before_buckets_is_upgraded_when_opened_and_keeps_wor
         assert await storage.delete(["a"]) == 1
         assert await storage.check() == []
         assert (await storage.stats()).nodes == 6 + 1
+    finally:
+        await storage.drop()
+        await storage.close()
+        await first.close()
+
+
+async def test_outgoing_tags_are_stored_as_text_and_read_back_as_tags(storage):
+    await storage.upsert([member(0, Link.outgoing("kw", "elsewhere")), member(1)])
+    rows = raw(storage, "SELECT outgoing FROM {nodes} WHERE node_id = 'n0'")
+    assert json.loads(rows[0].outgoing) == [["kw", "elsewhere"], ["kw", "hot"]]
+    hits = await storage.search_tag(HOT, unit(vector(0)), 5, EVERYTHING)
+    assert {hit.id: hit.outgoing for hit in hits} == {
+        "n0": {("kw", "elsewhere"), HOT},
+        "n1": {HOT},
+    }
+    assert [hit.id for hit in await storage.search_hits(unit(vector(1)), 1, EVERYTHING)] == ["n1"]
+
+
+async def test_a_store_with_outgoing_tags_in_set_columns_keeps_reading_and_writing_them():
+    """Stores made before outgoing tags were text have set columns in every table: they
+    keep them, and a read decodes either kind to the same tags."""
+    table = f"t{uuid.uuid4().hex[:12]}"
+    first = connect(f"{table}x")  # a session to make the old tables with
+    names = {part: f'"{KEYSPACE}"."{table}_{part}"' for part in PARTS} | {"table": table}
+    for statement in SCHEMA:
+        old = statement.replace("outgoing text", "outgoing set<frozen<tuple<text, text>>>")
+        first.session.execute(old.format(**names, dimension=3), timeout=120)
+    storage = connect(table)
+    try:
+        await grow(storage, 6)  # the hot tag's rows move from the small part to buckets
+        await storage.upsert([member(6, Link.outgoing("kw", "elsewhere"))])
+        assert await storage.check() == []
+        assert set(where_rows_are(storage).values()) != {SMALL}
+        for part in ("nodes", "hot"):
+            rows = raw(
+                storage, f"SELECT outgoing FROM {{{part}}} WHERE node_id = 'n6' ALLOW FILTERING"
+            )
+            assert rows[0].outgoing == {("kw", "elsewhere"), HOT}  # still a set
+        hits = await storage.search_tag(HOT, unit(vector(6)), 3, EVERYTHING)
+        assert [hit.id for hit in hits] == await exact_ids(storage, vector(6), 3)
+        assert hits[0].outgoing == {("kw", "elsewhere"), HOT}
     finally:
         await storage.drop()
         await storage.close()

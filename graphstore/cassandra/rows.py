@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -11,9 +12,26 @@ import numpy as np
 from graphstore.links import TagKey, decode_links
 from graphstore.nodes import Node, StoredNode, TagHit, Vector
 
+TAG_SETS_KEPT = 4096
+"""Decoded `outgoing` texts kept, the most recently read (~4 KB each at 15 tags)."""
+
+
+def encode_tags(tags: Iterable[TagKey]) -> str:
+    """An `outgoing` text column: the tags as a sorted JSON list of [kind, tag] pairs."""
+    return json.dumps(sorted(tags), ensure_ascii=False)
+
+
+@lru_cache(maxsize=TAG_SETS_KEPT)
+def _decoded_tags(text: str) -> frozenset[TagKey]:
+    return frozenset((kind, tag) for kind, tag in json.loads(text))
+
 
 def tag_set(values: Any) -> frozenset[TagKey]:
-    """A `set<frozen<tuple<text, text>>>` column (None when empty) as tag keys."""
+    """An `outgoing` column as tag keys: JSON text (`encode_tags`), or in a store made before
+    that a `set<frozen<tuple<text, text>>>` (None when empty).  Decoded texts are kept: a
+    node's row comes back under each of its tags and in search after search."""
+    if isinstance(values, str):
+        return _decoded_tags(values)
     return frozenset(values or ())  # the driver gives the tuples as Python tuples
 
 

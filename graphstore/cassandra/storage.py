@@ -166,6 +166,7 @@ class CassandraStorage(Storage):
         if self._dimension is not None:
             self._tables.upgrade(self._dimension)
             self._writer.small_as_vectors = self._tables.small_as_vectors()
+            self._writer.outgoing_sets = self._tables.outgoing_sets()
             self._ranges.open_now()
 
     @classmethod
@@ -294,6 +295,7 @@ class CassandraStorage(Storage):
                 self._ranges.mark_new()
             self._dimension = self._tables.dimension()
             self._writer.small_as_vectors = self._tables.small_as_vectors()
+            self._writer.outgoing_sets = self._tables.outgoing_sets()
             self._schema_ready = True
 
     # -- Storage ---------------------------------------------------------------------------

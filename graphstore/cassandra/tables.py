@@ -8,7 +8,7 @@ from typing import Any
 
 from graphstore.cassandra.schema import (
     DDL_TIMEOUT,
-    SELECT_DIMENSION,
+    SELECT_COLUMN_TYPE,
     SELECT_TABLE,
     UPGRADE,
     VECTOR_TYPE,
@@ -29,23 +29,38 @@ class Tables:
         self.keyspace = keyspace
         self.table = table
 
+    def _column_type(self, part: str, column: str) -> str | None:
+        """The CQL type of a column of `<table>_<part>`, or None if there is no such column."""
+        rows = self._requests.execute_now(
+            SELECT_COLUMN_TYPE, (self.keyspace, f"{self.table}_{part}", column)
+        )
+        return str(rows[0][0]) if rows else None
+
     def dimension(self) -> int | None:
         """D of the node table's `vector<float, D>` column, or None if there is no table."""
-        rows = self._requests.execute_now(SELECT_DIMENSION, (self.keyspace, f"{self.table}_nodes"))
-        if not rows:
+        found = self._column_type("nodes", "embedding")
+        if found is None:
             return None
-        match = VECTOR_TYPE.fullmatch(rows[0][0])
+        match = VECTOR_TYPE.fullmatch(found)
         if match is None:
             raise StoreOpenError(
                 f"table {self.keyspace}.{self.table}_nodes is not a graphstore table "
-                f"(its embedding column is {rows[0][0]})"
+                f"(its embedding column is {found})"
             )
         return int(match.group(1))
 
     def small_as_vectors(self) -> bool:
         """Whether `<table>_tags` keeps embeddings in a vector column (made before hot tags)."""
-        rows = self._requests.execute_now(SELECT_DIMENSION, (self.keyspace, f"{self.table}_tags"))
-        return bool(rows) and rows[0][0] != "blob"
+        return self._column_type("tags", "embedding") not in (None, "blob")
+
+    def outgoing_sets(self) -> frozenset[str]:
+        """The parts (`nodes`, `tags`, `hot`) whose `outgoing` column is a set of tuples
+        (made before outgoing tags were text), not text."""
+        return frozenset(
+            part
+            for part in ("nodes", "tags", "hot")
+            if (self._column_type(part, "outgoing") or "text") != "text"
+        )
 
     def run(self, statements: Sequence[str], dimension: int) -> None:
         """Run DDL templates (idempotent ones) with the table names and `dimension`."""

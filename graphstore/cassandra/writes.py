@@ -42,7 +42,7 @@ from graphstore.cassandra.queries import (
     SELECT_PLACEMENTS,
 )
 from graphstore.cassandra.ranges import Cells, RangeColumns, cells, updates, wanted
-from graphstore.cassandra.rows import embedding_bytes, tag_map
+from graphstore.cassandra.rows import embedding_bytes, encode_tags, tag_map
 from graphstore.cassandra.session import Requests
 from graphstore.errors import StorageError
 from graphstore.filters import FilterValues
@@ -64,6 +64,9 @@ class Writer:
         self.small_as_vectors = False
         """Whether the small parts' embedding column is a vector (a store made before hot
         tags) rather than bytes."""
+        self.outgoing_sets: frozenset[str] = frozenset()
+        """The tables (`nodes`, `tags`, `hot`) whose `outgoing` column is a set (a store
+        made before outgoing tags were text: `Tables.outgoing_sets`)."""
 
     async def _stored(self, node_ids: Sequence[str]) -> dict[str, Stored]:
         """Where each stored node's tag rows are, and its filter terms (absent: not stored)."""
@@ -112,16 +115,19 @@ class Writer:
         """One node in one logged batch (`filled`: its range columns)."""
         node = stored.node
         vector = stored.embedding.astype(np.float32)
-        outgoing = sorted(outgoing_tags(node.links))
+        tags = sorted(outgoing_tags(node.links))
+        outgoing = {
+            part: tags if part in self.outgoing_sets else encode_tags(tags)
+            for part in ("nodes", "tags", "hot")
+        }
         terms = sorted(filter_terms(node.metadata))
         hot = {tag: place for tag, place in plan.rows.items() if place != SMALL}
         metadata = json.dumps(node.metadata, ensure_ascii=False)
         batch = self._requests.batch()
         # The node row first: the batch is routed by its first statement's partition.
-        batch.add(
-            await self._requests.prepared(INSERT_NODE),
-            (node.id, node.text, metadata, encode_links(node.links), vector, outgoing, terms, hot),
-        )
+        links = encode_links(node.links)
+        node_row = (node.id, node.text, metadata, links, vector, outgoing["nodes"], terms, hot)
+        batch.add(await self._requests.prepared(INSERT_NODE), node_row)
         for tag, place in sorted(plan.removed.items()):
             batch.add(*await self._delete_row(tag, place, node.id))
         insert_tag = await self._requests.prepared(INSERT_TAG)
@@ -129,9 +135,10 @@ class Writer:
         small = vector if self.small_as_vectors else embedding_bytes(vector)
         for (kind, name), place in sorted(plan.rows.items()):
             if place == SMALL:
-                batch.add(insert_tag, (kind, name, node.id, small, outgoing, terms))
+                batch.add(insert_tag, (kind, name, node.id, small, outgoing["tags"], terms))
             else:
-                batch.add(insert_hot, (kind, name, place, node.id, vector, outgoing, terms))
+                row = (kind, name, place, node.id, vector, outgoing["hot"], terms)
+                batch.add(insert_hot, row)
         for template, bound in updates(node.id, hot, filled):
             batch.add(await self._requests.prepared(template), bound)
         try:
