@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -49,6 +49,9 @@ class TagHit(NamedTuple):
     embedding: Vector
     outgoing: frozenset[TagKey]
     similarity: float
+    node: Callable[[], Node] | None = None
+    """The node itself, decoded on demand, when the storage read its row in the same query
+    (Cassandra's roots: a search then reads only the other nodes it returns)."""
 
 
 @dataclass(frozen=True)

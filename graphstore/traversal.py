@@ -12,7 +12,7 @@ over a filtered-out one is not reached.  Initial roots that fail it are not expa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -21,7 +21,7 @@ import numpy as np
 from graphstore.filters import Condition, matches
 from graphstore.links import TagKey, outgoing_tags
 from graphstore.mmr import MmrSelector, Selection
-from graphstore.nodes import Candidate, Hit, TagHit, Vector
+from graphstore.nodes import Candidate, Hit, Node, TagHit, Vector
 from graphstore.relevance import is_shared, path_relevance, tag_weight
 from graphstore.storage import Storage
 from graphstore.strategy import Strategy
@@ -62,19 +62,23 @@ async def _read_hits(
     storage: Storage,
     order: Sequence[str],
     reached: dict[str, _Reached],
+    carried: Mapping[str, Callable[[], Node]],
     selections: dict[str, Selection] | None = None,
 ) -> list[Hit]:
-    """Read the nodes of the result once, at the end, and attach how each was reached."""
-    stored = {item.node.id: item for item in await storage.get(order)}
+    """Read the nodes of the result once, at the end (but those `carried` by the hits that
+    found them), and attach how each was reached."""
+    missing = [node_id for node_id in order if node_id not in carried]
+    nodes = {item.node.id: item.node for item in await storage.get(missing)} if missing else {}
+    nodes.update((node_id, carried[node_id]()) for node_id in order if node_id in carried)
     chosen = selections or {}
     hits = []
     for node_id in order:
-        if node_id not in stored:
+        if node_id not in nodes:
             continue
         how, selection = reached[node_id], chosen.get(node_id)
         hits.append(
             Hit(
-                node=stored[node_id].node,
+                node=nodes[node_id],
                 similarity=how.similarity,
                 depth=how.depth,
                 via=how.via,
@@ -84,6 +88,11 @@ async def _read_hits(
             )
         )
     return hits
+
+
+def _carried(hits: Sequence[TagHit]) -> dict[str, Callable[[], Node]]:
+    """The nodes that `hits` carry (`TagHit.node`), by id."""
+    return {hit.id: hit.node for hit in hits if hit.node is not None}
 
 
 class Traversal:
@@ -162,7 +171,7 @@ class Traversal:
             if root.id not in reached:
                 reached[root.id] = _Reached(0, (), root.similarity, root.outgoing)
                 order.append(root.id)
-        return await _read_hits(self.storage, order, reached)
+        return await _read_hits(self.storage, order, reached, _carried(nearest))
 
     async def search(
         self,
@@ -206,6 +215,8 @@ class _Search:
         self.visited: set[TagKey] = set()
         self.expanded: set[str] = set()
         self.selected: dict[str, Selection] = {}
+        self.carried: Mapping[str, Callable[[], Node]] = {}
+        """The roots' nodes, when the storage read them with the roots (`TagHit.node`)."""
         self.pages: dict[TagKey, tuple[list[TagHit], int]] = {}
         """Tags read (ahead or for an expansion) and not yet applied: their hits and size."""
 
@@ -225,6 +236,7 @@ class _Search:
             self.stats.vector_searches += 1
             nearest = await self.storage.search_hits(self.query, strategy.fetch_k, self.where)
             fresh = [hit for hit in nearest if hit.id not in self.reached]
+            self.carried = _carried(fresh)
             for hit in fresh:
                 self.reached[hit.id] = _Reached(0, (), hit.similarity, hit.outgoing)
             if fresh:
@@ -263,7 +275,9 @@ class _Search:
                 )
                 for row in self.selector.unselected()
             ]
-        return await _read_hits(self.storage, list(self.selected), self.reached, self.selected)
+        return await _read_hits(
+            self.storage, list(self.selected), self.reached, self.carried, self.selected
+        )
 
     async def expand(self, node_ids: Sequence[str]) -> None:
         """Query the unvisited outgoing tags of the expandable `node_ids` in one wave; then

@@ -405,3 +405,37 @@ def test_an_existing_keyspace_with_another_replication_factor_is_refused():
     run_sync(connect("t_unused").close())  # the keyspace exists, with one replica
     with pytest.raises(StoreOpenError, match="exists with replication factor 1, not 3"):
         connect("t_unused", replication={"class": "SimpleStrategy", "replication_factor": 3})
+
+
+async def test_roots_carry_their_nodes_so_a_search_reads_only_the_linked_nodes_it_returns(
+    storage,
+):
+    nodes = [
+        StoredNode(
+            Node("a", "text a", {"n": 1}, frozenset({Link.outgoing("m", "far")})), unit([1, 0, 0])
+        ),
+        StoredNode(Node("b", "text b", {}, frozenset()), unit([0.9, 0.1, 0])),
+        StoredNode(
+            Node("far", "text far", {}, frozenset({Link.incoming("m", "far")})), unit([0, 0, 1])
+        ),
+    ]
+    await storage.upsert(nodes)
+    roots = await storage.search_hits(unit([1, 0, 0]), 2, EVERYTHING)
+    assert [hit.node() for hit in roots if hit.node] == [nodes[0].node, nodes[1].node]
+    asked: list[list[str]] = []
+    get = storage.get
+
+    async def counted_get(ids):
+        asked.append(list(ids))
+        return await get(ids)
+
+    storage.get = counted_get
+    store = GraphStore(None, storage)
+    hits = await store.asearch(unit([1, 0, 0]), k=3, fetch_k=2)
+    assert [hit.node for hit in hits] == [nodes[0].node, nodes[2].node, nodes[1].node]
+    assert asked == [["far"]]  # the roots came with the ANN rows
+    assert [hit.node.id for hit in await store.asearch(unit([1, 0, 0]), k=2, depth=0)] == [
+        "a",
+        "b",
+    ]
+    assert asked == [["far"]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -35,12 +35,19 @@ def tag_set(values: Any) -> frozenset[TagKey]:
     return frozenset(values or ())  # the driver gives the tuples as Python tuples
 
 
-def tag_hits(rows: Sequence[Any]) -> list[TagHit]:
+def tag_hits(rows: Sequence[Any], *, with_nodes: bool = False) -> list[TagHit]:
     """Rows of (node_id, embedding, outgoing, similarity_cosine, …) as hits, best first by
-    the exact score, whatever order the ANN index merge produced."""
+    the exact score, whatever order the ANN index merge produced.  `with_nodes`: node rows
+    (…, text, metadata, links, …) whose hits carry their nodes, decoded only if asked for."""
     hits = [
-        TagHit(node_id, as_vector(embedding), tag_set(outgoing), 2.0 * float(score) - 1.0)
-        for node_id, embedding, outgoing, score, *_ in rows
+        TagHit(
+            row[0],
+            as_vector(row[1]),
+            tag_set(row[2]),
+            2.0 * float(row[3]) - 1.0,
+            partial(node_of, row[0], *row[4:7]) if with_nodes else None,
+        )
+        for row in rows
     ]
     return sorted(hits, key=lambda hit: -hit.similarity)
 
@@ -96,11 +103,14 @@ def as_vectors(values: Sequence[bytes | Sequence[float]]) -> np.ndarray:
     return np.stack([as_vector(value) for value in values])
 
 
+def node_of(node_id: str, text: str, metadata: str, links: str) -> Node:
+    """A node from its row's columns."""
+    return Node(node_id, text, json.loads(metadata), decode_links(links))
+
+
 def stored_node(row: Sequence[Any]) -> StoredNode:
     """A node row whose first columns are (node_id, text, metadata, links, embedding)."""
-    node_id, text, metadata, links, embedding = row[:5]
-    node = Node(node_id, text, json.loads(metadata), decode_links(links))
-    return StoredNode(node, as_vector(embedding))
+    return StoredNode(node_of(*row[:4]), as_vector(row[4]))
 
 
 def tag_map(values: Any) -> dict[TagKey, int]:

@@ -388,7 +388,12 @@ class CassandraStorage(Storage):
             return []
         query = vector.astype(np.float32)
         templates = (SEARCH_HITS, SCAN_HITS, " WHERE ")
-        return await self._hits(query, k, where, templates, (), overfetch=ANN_OVERFETCH)
+        # With one replica the ANN rows are current, so the hits carry their nodes; with
+        # more, a search reads the nodes it returns at the read level (see `_current`).
+        with_nodes = self.replicas == 1
+        return await self._hits(
+            query, k, where, templates, (), overfetch=ANN_OVERFETCH, with_nodes=with_nodes
+        )
 
     async def _hits(
         self,
@@ -399,10 +404,12 @@ class CassandraStorage(Storage):
         keys: tuple[Any, ...],
         *,
         overfetch: int = 1,
+        with_nodes: bool = False,
     ) -> list[TagHit]:
         """The `k` hits nearest `query` passing `where`: `templates` are an ANN query, the
         same without ANN (beyond the ANN limit) and the prefix of their filter restrictions,
-        both restricted by the bound `keys` first; `overfetch` as in `top_k`."""
+        both restricted by the bound `keys` first; `overfetch` as in `top_k`; `with_nodes`
+        as in `rows.tag_hits` (ANN rows only)."""
         search, scan, prefix = templates
         terms: dict[str, frozenset[str]] = {}
 
@@ -413,7 +420,7 @@ class CassandraStorage(Storage):
             else:
                 bound = (query, *keys, *branch.values, query, limit)
                 rows = await self._requests.run(search, bound, branch.cql, prefix)
-                hits = tag_hits(rows)
+                hits = tag_hits(rows, with_nodes=with_nodes)
             terms.update((row[0], frozenset(row[-1] or ())) for row in rows)
             return hits
 
