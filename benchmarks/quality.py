@@ -324,16 +324,16 @@ def report(results: Results) -> None:
         )
 
 
-def plot(args: Any, results: Results) -> None:
+def plot(name: str, args: Any, results: Results) -> None:
     """recall@5 and @10 of similarity and the default search, per data set and links."""
-    with figure(NAME, args, panels=2) as axes:
+    with figure(name, args, panels=2) as axes:
         for panel, k in zip(axes, (5, 10), strict=True):
             labels, values = [], []
             for dataset, by_links in results.items():
                 for links, methods in by_links.items():
-                    for name in ("similarity", "search (default)"):
-                        labels.append(f"{dataset} {links}: {name}")
-                        values.append(methods[name]["scores"][k]["recall"])
+                    for method in ("similarity", "search (default)"):
+                        labels.append(f"{dataset} {links}: {method}")
+                        values.append(methods[method]["scores"][k]["recall"])
             panel.barh(labels, values)
             panel.set(title=f"recall@{k}", xlim=(0, 1))
             panel.tick_params(axis="y", labelsize=6)
@@ -353,8 +353,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         for dataset in args.datasets:
             results[dataset] = evaluate_dataset(dataset, args, backend)
     report(results)
-    write_json(NAME, args, {"ks": list(KS), "reference": REFERENCE, "results": results})
-    plot(args, results)
+    # A run of some data sets only gets files of its own (the Cassandra runs take one at a
+    # time), so it never overwrites another's.
+    name = "-".join([NAME, *args.datasets]) if args.datasets != list(DATASETS) else NAME
+    write_json(name, args, {"ks": list(KS), "reference": REFERENCE, "results": results})
+    plot(name, args, results)
 
 
 if __name__ == "__main__":
