@@ -30,8 +30,8 @@ SEARCH_HITS = (
     "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?), text, metadata, "
     "links, filter_terms FROM {nodes}{where} ORDER BY embedding ANN OF ? LIMIT ?"
 )
-"""A search's roots, with the rest of their rows: 40 rows cost 0.16 ms more with them (3.47
-against 3.63 ms), a second read of the roots returned ~1.4 ms."""
+"""A search's roots, with the rest of their rows: 40 rows cost 0.16 ms more with them (3.63
+against 3.47 ms), a second read of the roots returned ~1.4 ms."""
 SCAN_SEARCH = "SELECT node_id, text, metadata, links, embedding FROM {nodes}{where}"
 SCAN_HITS = "SELECT node_id, embedding, outgoing, filter_terms FROM {nodes}{where}"
 

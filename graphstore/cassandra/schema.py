@@ -57,6 +57,9 @@ of every tag row it has in `<table>_hot` (`graphstore.cassandra.layout`).  Every
 the driver decodes a `set<frozen<tuple<text, text>>>` one element at a time in Python
 (100 rows of 15 tags: ~3 ms more than the same tags as text)."""
 
+OUTGOING_PARTS = ("nodes", "tags", "hot")
+"""The tables whose rows carry a node's outgoing tags (`<table>_<part>.outgoing`)."""
+
 UPGRADE = [
     "ALTER TABLE {tags} ADD IF NOT EXISTS buckets set<int> static",
     "ALTER TABLE {nodes} ADD IF NOT EXISTS tag_buckets map<frozen<tuple<text, text>>, int>",

@@ -8,6 +8,7 @@ from typing import Any
 
 from graphstore.cassandra.schema import (
     DDL_TIMEOUT,
+    OUTGOING_PARTS,
     SELECT_COLUMN_TYPE,
     SELECT_TABLE,
     UPGRADE,
@@ -58,7 +59,7 @@ class Tables:
         (made before outgoing tags were text), not text."""
         return frozenset(
             part
-            for part in ("nodes", "tags", "hot")
+            for part in OUTGOING_PARTS
             if (self._column_type(part, "outgoing") or "text") != "text"
         )
 

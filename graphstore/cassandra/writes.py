@@ -43,6 +43,7 @@ from graphstore.cassandra.queries import (
 )
 from graphstore.cassandra.ranges import Cells, RangeColumns, cells, updates, wanted
 from graphstore.cassandra.rows import embedding_bytes, encode_tags, tag_map
+from graphstore.cassandra.schema import OUTGOING_PARTS
 from graphstore.cassandra.session import Requests
 from graphstore.errors import StorageError
 from graphstore.filters import FilterValues
@@ -116,9 +117,9 @@ class Writer:
         node = stored.node
         vector = stored.embedding.astype(np.float32)
         tags = sorted(outgoing_tags(node.links))
+        encoded = encode_tags(tags)
         outgoing = {
-            part: tags if part in self.outgoing_sets else encode_tags(tags)
-            for part in ("nodes", "tags", "hot")
+            part: tags if part in self.outgoing_sets else encoded for part in OUTGOING_PARTS
         }
         terms = sorted(filter_terms(node.metadata))
         hot = {tag: place for tag, place in plan.rows.items() if place != SMALL}
