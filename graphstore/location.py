@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from graphstore.embedded import EmbeddedStorage
@@ -16,6 +17,11 @@ from graphstore.storage import Storage
 
 DEFAULT_STORE = "graphstore.db"
 STORE_ENV = "GRAPHSTORE_STORE"
+CASSANDRA_SCHEME = "cassandra://"
+URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/*")
+"""What starts a URL (`scheme:`, slashes optional): a location starting so is never taken
+for a file path, so a mistyped URL (`Cassandra:/user:pw@host/ks`) is refused, not created
+as a file whose name holds the password (a file named so is reached as `./name`)."""
 
 
 def store_location(explicit: str | None = None) -> str:
@@ -23,25 +29,30 @@ def store_location(explicit: str | None = None) -> str:
     return explicit or os.environ.get(STORE_ENV) or DEFAULT_STORE
 
 
+def is_cassandra(location: str) -> bool:
+    """Whether `location` is a `cassandra://` URL (the scheme in any case, as URLs allow)."""
+    return location[: len(CASSANDRA_SCHEME)].lower() == CASSANDRA_SCHEME
+
+
 def redact(location: str) -> str:
-    """`location` fit to print: a `cassandra://` URL's password replaced by `***`.
+    """`location` fit to print: the password of any URL-like location replaced by `***`.
 
     Every message that shows a store location shows this, never the location itself.
     """
-    scheme = "cassandra://"
-    if not location.startswith(scheme):
+    scheme = URL_SCHEME.match(location)
+    if scheme is None:
         return location
     # Split at the last "@" anywhere, not by URL rules: a password with an unescaped "/" or
     # "?" is hidden too (over-redacting is the safe mistake).
-    userinfo, at, hosts = location[len(scheme) :].rpartition("@")
+    userinfo, at, hosts = location[scheme.end() :].rpartition("@")
     if not at or ":" not in userinfo:
         return location
-    return f"{scheme}{userinfo.partition(':')[0]}:***@{hosts}"
+    return f"{location[: scheme.end()]}{userinfo.partition(':')[0]}:***@{hosts}"
 
 
 def new_store_file(location: str) -> Path | None:
-    """The file opening `location` would create: None for memory, Cassandra or an existing path."""
-    if location == "memory:" or location.startswith("cassandra://") or os.path.lexists(location):
+    """The file opening `location` would create: None for memory, a URL or an existing path."""
+    if location == "memory:" or URL_SCHEME.match(location) or os.path.lexists(location):
         return None
     return Path(location)
 
@@ -56,10 +67,16 @@ def open_storage(location: str, *, create: bool = True) -> Storage:
     """Open the backend named by `location`; a missing file is created only if `create`."""
     if location == "memory:":
         return EmbeddedStorage(":memory:")
-    if location.startswith("cassandra://"):
+    if is_cassandra(location):
         from graphstore.cassandra import CassandraStorage
 
         return CassandraStorage.from_url(location)
+    scheme = URL_SCHEME.match(location)
+    if scheme is not None:
+        raise StoreOpenError(
+            f"unknown kind of store {scheme.group(1)!r}: give a file path (a name with a "
+            "colon as ./name), memory: or cassandra://host/keyspace"
+        )
     if not create and not os.path.lexists(location):
         raise StoreOpenError(f"no store at {location}")
     return EmbeddedStorage(location)

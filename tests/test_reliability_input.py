@@ -318,11 +318,35 @@ def test_case4_the_password_in_a_store_url_is_never_printed(models, tmp_path, ca
         ("cassandra://u:p@w/x@h:9042/ks?table=t", "cassandra://u:***@h:9042/ks?table=t"),
         ("cassandra://u@h/ks", "cassandra://u@h/ks"),
         ("cassandra://h1,h2/ks", "cassandra://h1,h2/ks"),
-        ("store:with:colons@x.db", "store:with:colons@x.db"),
+        ("./store:with:colons@x.db", "./store:with:colons@x.db"),
+        ("Cassandra://u:pw@h/ks", "Cassandra://u:***@h/ks"),
+        ("cassandra:/u:pw@h/ks", "cassandra:/u:***@h/ks"),
     ],
 )
 def test_case4_redact_hides_only_the_password(location, shown):
     assert redact(location) == shown
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "Cassandra://user:S3cretPW@127.0.0.9:1/ks",  # a scheme in capitals is still a URL
+        "cassandra:/user:S3cretPW@127.0.0.9:1/ks",  # a mistyped URL is not a file path
+        "cassandra://admin:4242/S3cretPW@127.0.0.9:1/ks",  # an unescaped "/" in the password
+    ],
+)
+@pytest.mark.parametrize("command", ["stats", "ingest"])
+def test_case4_no_part_of_a_password_is_printed_from_a_mistyped_url(
+    tmp_path, capsys, monkeypatch, location, command
+):
+    (tmp_path / "a.md").write_text("# A\n\nSome text.\n")
+    monkeypatch.chdir(tmp_path)
+    status, out, err = cli(
+        capsys, "--store", location, command, *(["a.md"] * (command == "ingest"))
+    )
+    one_line_error(status, err, "graphstore: error: ")
+    assert "S3cretPW" not in out + err
+    assert [path.name for path in tmp_path.iterdir()] == ["a.md"]  # no file made from the URL
 
 
 # -- case 5 (ingest half): over-long tags are shortened, every file is checked first ------

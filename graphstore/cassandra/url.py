@@ -65,6 +65,13 @@ def parse_url(url: str) -> CassandraURL:
         raise InvalidInputError(f"the cassandra:// URL is malformed: {error}") from None
     if parts.scheme != "cassandra":
         raise InvalidInputError("a Cassandra store URL must start with cassandra://")
+    if "@" in url[len(parts.scheme) + 3 + len(parts.netloc) :]:
+        # An unescaped "/", "?" or "#" in the password ended the host part early: the rest
+        # of the password would be read (and reported) as the keyspace or an option.
+        raise InvalidInputError(
+            "the user name and password of a cassandra:// URL must be percent-encoded when "
+            "they hold '/', '?' or '#'"
+        )
     userinfo, _, hostlist = parts.netloc.rpartition("@")
     username: str | None = None
     password: str | None = None
