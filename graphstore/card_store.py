@@ -73,9 +73,24 @@ async def aplan_cards(
     store: GraphStore, cards: Sequence[Card], scopes: Sequence[str] = ()
 ) -> CardPlan:
     """Check `cards` against the stored ones (a name or alias owned twice is a one-line
-    error) and find the stale cards within `scopes` (see `graphstore.ingest.scope`)."""
+    error) and find the stale cards within `scopes` (see `graphstore.ingest.scope`).
+
+    A card replaces the stored card of its name when that card came from the same file,
+    from a folder being ingested (where its file may have moved) or from no file (an
+    agent's `put_card`); a stored card from a file elsewhere is a one-line error, not
+    silently replaced."""
     new = {card.id for card in cards}
-    stored = [card for card in await astored_cards(store) if card.id not in new]
+    every = await astored_cards(store)
+    sources = {card.id: card.source for card in every}
+    for card in cards:
+        other = sources.get(card.id)
+        moved = not other or other == card.source or any(covers(s, other) for s in scopes)
+        if card.source and not moved:
+            raise InvalidInputError(
+                f"{card.source}: a card named {card.name!r} is already stored from {other}; "
+                "rename one of them"
+            )
+    stored = [card for card in every if card.id not in new]
     stale = [c.id for c in stored if c.source and any(covers(s, c.source) for s in scopes)]
     kept = [card for card in stored if card.id not in stale]
     return CardPlan(list(cards), check_names([*kept, *cards]), stale)

