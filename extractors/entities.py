@@ -49,12 +49,17 @@ class JiebaWordsSplitter:
 
 
 def load_gliner(model: str | Path) -> Any:
-    """A GLiNER model from a local directory (never touching a hub) or a hub name."""
+    """A GLiNER model from a local directory (never touching a hub) or a hub name; one that
+    cannot be loaded is a one-line error."""
     from gliner import GLiNER
 
-    if Path(model).is_dir():
-        return GLiNER.from_pretrained(str(model), local_files_only=True)
-    return GLiNER.from_pretrained(str(model))
+    local = Path(model).is_dir()
+    try:
+        return GLiNER.from_pretrained(str(model), local_files_only=local)
+    except (OSError, ValueError) as error:  # no config in the folder, a bad name, no hub
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        where = "directory" if local else "model name (offline: give its local directory)"
+        raise InvalidInputError(f"cannot load GLiNER from {model} ({where}): {reason}") from None
 
 
 class GlinerLinkExtractor(LinkExtractor[str]):

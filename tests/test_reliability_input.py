@@ -511,3 +511,23 @@ def test_case14_filter_value_parsing():
         "x": "NaN",
         "e": "a=b",
     }
+
+
+# -- found by a new-user pass ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["empty-folder", "no/such/model/dir"])
+def test_a_gliner_model_that_cannot_load_is_a_one_line_error(
+    models, tmp_path, capsys, monkeypatch, model
+):
+    pytest.importorskip("gliner")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty-folder").mkdir()
+    (tmp_path / "a.md").write_text("# A\n\nAda Lovelace met Charles Babbage in London.\n")
+    assert cli(capsys, "--store", "s.db", "ingest", "a.md")[0] == 0
+    before = (tmp_path / "s.db").read_bytes()
+    status, _, err = cli(
+        capsys, "--store", "s.db", "ingest", "a.md", "--links", "entities", "--gliner-model", model
+    )
+    one_line_error(status, err, f"cannot load GLiNER from {model}")
+    assert (tmp_path / "s.db").read_bytes() == before
