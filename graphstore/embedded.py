@@ -411,7 +411,7 @@ class EmbeddedStorage(Storage):
         entries = [
             _Entry.of(
                 StoredNode(
-                    Node(node_id, "", json.loads(metadata), decode_links(links)),
+                    self._node(node_id, "", metadata, links),
                     np.frombuffer(blob, dtype=np.float32),
                 )
             )
@@ -427,6 +427,19 @@ class EmbeddedStorage(Storage):
             self._index.put(entry)
         self._seq = max([self._seq, *(row[-1] for row in rows), *(seq for _, seq in gone)])
         self._data_version = version
+
+    def _node(self, node_id: str, text: str, metadata: str, links: str) -> Node:
+        """A stored row as a node; a row changed outside graphstore is a one-line error."""
+        try:
+            decoded = json.loads(metadata)
+            if not isinstance(decoded, dict):
+                raise TypeError("metadata is not a JSON object")
+            return Node(node_id, text, decoded, decode_links(links))
+        except (ValueError, TypeError) as error:
+            raise StorageError(
+                f"{self.path}: the row of {node_id!r} is corrupt (changed outside graphstore?): "
+                f"{str(error).splitlines()[0]}"
+            ) from None
 
     def _meta(self, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -531,7 +544,7 @@ class EmbeddedStorage(Storage):
             # Only "?" placeholders are formatted in; the ids are bound parameters.
             query = f"SELECT id, text, metadata, links, embedding FROM nodes WHERE id IN ({marks})"  # noqa: S608
             for node_id, text, metadata, links, blob in self._db.execute(query, chunk):
-                node = Node(node_id, text, json.loads(metadata), decode_links(links))
+                node = self._node(node_id, text, metadata, links)
                 found[node_id] = StoredNode(node, np.frombuffer(blob, dtype=np.float32))
         return [found[node_id] for node_id in ids if node_id in found]
 

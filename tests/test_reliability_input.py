@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -531,3 +532,21 @@ def test_a_gliner_model_that_cannot_load_is_a_one_line_error(
     )
     one_line_error(status, err, f"cannot load GLiNER from {model}")
     assert (tmp_path / "s.db").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("metadata", "{not json"), ("metadata", "[1, 2]"), ("links", '[["kind", "in"]]')],
+)
+@pytest.mark.parametrize("command", [["check"], ["stats"], ["show", "a"]])
+def test_a_row_changed_outside_graphstore_is_a_one_line_error(
+    tmp_path, capsys, column, value, command
+):
+    path = tmp_path / "s.db"
+    store = GraphStore(None, EmbeddedStorage(path))
+    store.add_nodes([Node("a", "text", {"x": 1}, frozenset())], vectors=[[1.0, 0.0]])
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE nodes SET {column} = ? WHERE id = 'a'", (value,))
+    status, _, err = cli(capsys, "--store", str(path), *command)
+    one_line_error(status, err, "the row of 'a' is corrupt")
