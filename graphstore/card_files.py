@@ -31,7 +31,7 @@ import yaml
 
 from graphstore.cards import Card, card_from_mapping, check_names
 from graphstore.errors import InvalidInputError
-from graphstore.splitting import read_text
+from graphstore.splitting import files_under, read_text
 
 MARKDOWN = (".md", ".markdown")
 YAML = (".yaml", ".yml")
@@ -81,9 +81,7 @@ def read_cards(folder: Path, source_name: Callable[[Path], str]) -> list[Card]:
     sharing a name or alias; `source_name` names a file as passage ids do."""
     if not folder.is_dir():
         raise InvalidInputError(f"{folder} is not a folder of cards")
-    files = sorted(
-        p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in MARKDOWN + YAML
-    )
+    files = files_under(folder, MARKDOWN + YAML)
     if not files:
         raise InvalidInputError(f"no card files (.md, .yaml) in {folder}")
     cards: list[Card] = []

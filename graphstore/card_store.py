@@ -23,6 +23,7 @@ from graphstore.ingest import (
     PassageLinker,
     covers,
     ingest,
+    ingest_root,
     scope,
     source_name,
     text_linker,
@@ -123,7 +124,7 @@ async def aingest_with_cards(
     """
     if not paths and cards_folder is None:
         raise InvalidInputError("give files or folders to ingest, or a folder of cards")
-    base = Path.cwd() if root is None else root
+    base = ingest_root(root)
     cards = read_cards(cards_folder, lambda path: source_name(path, base)) if cards_folder else []
     plan = await aplan_cards(store, cards, [scope(cards_folder, base)] if cards_folder else [])
     mentions = plan.mentions()

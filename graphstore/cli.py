@@ -75,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument(
         "--links",
         default=DEFAULT_LINKS,
-        help=f"comma-separated extractors: {', '.join(LINK_CHOICES)}",
+        help=f"comma-separated extractors: {', '.join(LINK_CHOICES)}; or none",
     )
     add.add_argument(
         "--names",
@@ -204,6 +204,12 @@ def _names(path: Path | None) -> dict[str, str]:
 def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
     """The linkers named by `--links`, configured from the other ingest options."""
     names = [name.strip() for name in args.links.split(",") if name.strip()]
+    if names == ["none"]:
+        return []
+    if not names:  # an empty --links would strip the links of passages ingested again
+        raise InvalidInputError(
+            f"--links names no extractor: give some of {', '.join(LINK_CHOICES)}, or none"
+        )
     unknown = [name for name in names if name not in LINK_CHOICES]
     if unknown:
         raise InvalidInputError(

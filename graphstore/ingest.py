@@ -26,7 +26,14 @@ from extractors.html_links import HtmlInput, HtmlLinkExtractor
 from graphstore.errors import InvalidInputError
 from graphstore.links import Link, bounded
 from graphstore.nodes import Node
-from graphstore.splitting import MAX_CHARS, SUFFIXES, Passage, passage_source, split_file
+from graphstore.splitting import (
+    MAX_CHARS,
+    SUFFIXES,
+    Passage,
+    files_under,
+    passage_source,
+    split_file,
+)
 from graphstore.store import GraphStore, check_node
 
 PassageLinker = Callable[[Sequence[Passage]], list[set[Link]]]
@@ -47,15 +54,24 @@ def source_name(path: Path, root: Path) -> str:
     return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
+def ingest_root(root: Path | None) -> Path:
+    """The folder source names are relative to: `root`, which must be one, or the current
+    folder (a mistyped root would name every passage by its absolute path, beside the ones
+    stored under relative names)."""
+    if root is None:
+        return Path.cwd()
+    if not root.is_dir():
+        raise InvalidInputError(f"the root {root} is not a folder")
+    return root
+
+
 def discover(paths: Iterable[Path], root: Path | None = None) -> list[tuple[Path, str]]:
     """Every ingestible file under `paths` once, with its source name (see `source_name`)."""
-    base = Path.cwd() if root is None else root
+    base = ingest_root(root)
     found: dict[str, tuple[Path, str]] = {}
     for path in paths:
         if path.is_dir():
-            files = [
-                f for f in sorted(path.rglob("*")) if f.is_file() and f.suffix.lower() in SUFFIXES
-            ]
+            files = files_under(path, SUFFIXES)
         elif path.is_file():
             files = [path]
         else:
@@ -206,7 +222,7 @@ async def ingest(
     anything is written, `on_batch` the size of each batch once it is stored.  Sources are
     named relative to `root` (default: the current directory).
     """
-    base = Path.cwd() if root is None else root
+    base = ingest_root(root)
     files = discover(paths, base)
     planned = 0
     for passage in read_all(files, max_chars):

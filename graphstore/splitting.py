@@ -9,7 +9,7 @@ line, no re-copying the rest of a long piece), and no passage is blank.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +70,19 @@ def passage_source(node_id: str) -> str | None:
     ):
         return source
     return None
+
+
+def files_under(folder: Path, suffixes: Collection[str]) -> list[Path]:
+    """The files under `folder` whose suffix (in any case) is one of `suffixes`, sorted,
+    leaving out hidden files and folders below it: a project's `.git` or `.venv` is not
+    ingested."""
+    return [
+        path
+        for path in sorted(folder.rglob("*"))
+        if path.suffix.lower() in suffixes
+        and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+        and path.is_file()
+    ]
 
 
 def read_text(path: Path) -> str:

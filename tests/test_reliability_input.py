@@ -26,6 +26,7 @@ from graphstore.links import MAX_TAG_LENGTH
 from graphstore.location import open_storage, redact
 from graphstore.metadata import MAX_DEPTH
 from graphstore.splitting import split_text
+from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings
 from tests.conftest import cassandra_contact
 
@@ -550,3 +551,44 @@ def test_a_row_changed_outside_graphstore_is_a_one_line_error(
         db.execute(f"UPDATE nodes SET {column} = ? WHERE id = 'a'", (value,))
     status, _, err = cli(capsys, "--store", str(path), *command)
     one_line_error(status, err, "the row of 'a' is corrupt")
+
+
+def test_ingest_refuses_a_root_that_is_no_folder_and_an_empty_links_list(
+    models, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nAbout A.\n\n## B\n\nAbout B.\n")
+    assert cli(capsys, "--store", "s.db", "ingest", "docs")[0] == 0
+    before = (tmp_path / "s.db").read_bytes()
+    for root in ("nowhere", "docs/a.md"):
+        status, _, err = cli(capsys, "--store", "s.db", "ingest", "docs", "--root", root)
+        one_line_error(status, err, f"the root {root} is not a folder")
+    status, _, err = cli(capsys, "--store", "s.db", "ingest", "docs", "--links", " , ")
+    one_line_error(status, err, "--links names no extractor")
+    assert (tmp_path / "s.db").read_bytes() == before
+    assert cli(capsys, "--store", "s.db", "ingest", "docs", "--links", "none")[0] == 0
+    store = GraphStore(None, EmbeddedStorage(tmp_path / "s.db"))
+    ids = sorted(run_sync(store.anode_ids()))
+    assert ids == ["docs/a.md#0", "docs/a.md#1"]
+    assert [node.links for node in store.get(ids)] == [frozenset()] * 2
+    store.close()
+
+
+def test_hidden_files_and_folders_below_an_ingested_folder_are_left_out(
+    models, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    for folder in ("docs", "docs/.git", "docs/sub/.venv", "cards", "cards/.github"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nAbout Ada.\n")
+    (tmp_path / "docs" / ".notes.md").write_text("# Private\n\nNot for the store.\n")
+    (tmp_path / "docs" / ".git" / "description.txt").write_text("Unnamed repository.\n")
+    (tmp_path / "docs" / "sub" / ".venv" / "LICENSE.txt").write_bytes(b"\x00\x01binary")
+    (tmp_path / "cards" / "ada.md").write_text("---\nname: Ada\n---\nA mathematician.\n")
+    (tmp_path / "cards" / ".github" / "README.md").write_text("No front matter here.\n")
+    status, _, err = cli(capsys, "--store", "s.db", "ingest", "docs", "--cards", "cards")
+    assert status == 0, err
+    store = GraphStore(None, EmbeddedStorage(tmp_path / "s.db"))
+    assert sorted(run_sync(store.anode_ids())) == ["card:ada", "docs/a.md#0"]
+    store.close()
