@@ -27,15 +27,23 @@ OPERATORS = {"=": "$eq", "!=": "$ne", "<": "$lt", "<=": "$lte", ">": "$gt", ">="
 USAGE = "KEY=VALUE, KEY!=VALUE, KEY<VALUE (<=, >, >=) or 'KEY in V1,V2' ('not in')"
 
 
+NUMBER = re.compile(r"\s*-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\s*")
+"""JSON's number syntax: a value written so is a number or an error, never text."""
+
+
 def filter_value(text: str) -> Scalar:
-    """`3` → 3, `2.5` → 2.5, `true` → True, `"3"` → "3"; anything else is the text itself."""
+    """`3` → 3, `2.5` → 2.5, `true` → True, `"3"` → "3"; anything else is the text itself,
+    but a number that no store value can equal (`1e400`, 5,000 digits) is an error."""
     try:
         value = json.loads(text)
     except ValueError:
-        return text
-    if isinstance(value, float) and not math.isfinite(value):
-        return text
-    return value if isinstance(value, (str, int, float, bool)) else text
+        value = None
+    if isinstance(value, (str, int)) or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    if NUMBER.fullmatch(text):
+        shown = text.strip() if len(text.strip()) <= 24 else f"{text.strip()[:20]}…"
+        raise InvalidInputError(f"--filter number {shown} is out of range")
+    return text
 
 
 def _values(text: str) -> list[Scalar]:
@@ -57,6 +65,11 @@ def expression(text: str) -> tuple[str, Any]:
     found = COMPARISON.fullmatch(text.strip())
     if found is None or not found["key"].strip():
         raise InvalidInputError(f"--filter expects {USAGE}, got {text!r}")
+    if found["value"].lstrip()[:1] in ("=", "<", ">", "!"):  # `chapter<<3`, `book==a`
+        raise InvalidInputError(
+            f"--filter expects {USAGE}, got {text!r} (quote a value that starts with an "
+            "operator as JSON text: KEY='\"<3\"')"
+        )
     key, value = found["key"].strip(), filter_value(found["value"])
     if found["op"] == "=":
         return key, value

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -513,6 +514,22 @@ def test_case14_filter_value_parsing():
         "x": "NaN",
         "e": "a=b",
     }
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("chapter<=1e400", "--filter number 1e400 is out of range"),
+        ("chapter<=" + "9" * 5000, "--filter number 99999999999999999999… is out of range"),
+        ("chapter in 1,1e999", "--filter number 1e999 is out of range"),
+        ("chapter<<3", "--filter expects"),
+        ("book==a", "--filter expects"),
+    ],
+)
+def test_a_filter_value_that_cannot_be_meant_as_text_is_refused(expression, message):
+    with pytest.raises(InvalidInputError, match=re.escape(message)) as error:
+        filter_of([expression])
+    assert "\n" not in str(error.value)
 
 
 # -- found by a new-user pass ----------------------------------------------------------------
