@@ -108,7 +108,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     search.add_argument("-k", type=int, default=DEFAULT.k, help="passages returned")
     _strategy_options(search)
-    _as_of_option(search)
+    _as_of_option(
+        search,
+        "only passages of chapter N or earlier; no cards, whose text spans every chapter "
+        "(graphstore prompt shows them as they stand in chapter N)",
+    )
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     search.add_argument(
         "--debug", action="store_true", help="also list candidates considered and not returned"
@@ -120,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     prompt.add_argument("--budget", type=int, default=1500, help="token budget of the block")
     prompt.add_argument("-k", type=int, default=PROMPT_K, help="passages searched for")
     _strategy_options(prompt)
-    _as_of_option(prompt)
+    _as_of_option(prompt, "only passages of chapter N or earlier; cards as they stand in N")
     _filter_option(prompt)
     prompt.add_argument(
         "--card-share",
@@ -145,13 +149,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _as_of_option(command: argparse.ArgumentParser) -> None:
-    command.add_argument(
-        "--as-of-chapter",
-        type=int,
-        metavar="N",
-        help="only passages of chapter N or earlier; cards as they stand in chapter N",
-    )
+def _as_of_option(command: argparse.ArgumentParser, description: str) -> None:
+    command.add_argument("--as-of-chapter", type=int, metavar="N", help=description)
 
 
 def _strategy_options(command: argparse.ArgumentParser) -> None:
