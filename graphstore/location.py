@@ -79,4 +79,6 @@ def open_storage(location: str, *, create: bool = True) -> Storage:
         )
     if not create and not os.path.lexists(location):
         raise StoreOpenError(f"no store at {location}")
+    if not create and os.path.isfile(location) and os.path.getsize(location) == 0:
+        raise StoreOpenError(f"{location} is an empty file, not a store")  # SQLite would make one
     return EmbeddedStorage(location)

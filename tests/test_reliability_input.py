@@ -609,3 +609,13 @@ def test_hidden_files_and_folders_below_an_ingested_folder_are_left_out(
     store = GraphStore(None, EmbeddedStorage(tmp_path / "s.db"))
     assert sorted(run_sync(store.anode_ids())) == ["card:ada", "docs/a.md#0"]
     store.close()
+
+
+@pytest.mark.parametrize("command", [["stats"], ["check"], ["show", "a"]])
+def test_a_read_command_leaves_an_empty_file_alone(tmp_path, capsys, command):
+    empty = tmp_path / "notes.txt"
+    empty.touch()
+    status, _, err = cli(capsys, "--store", str(empty), *command)
+    one_line_error(status, err, "is an empty file, not a store")
+    assert empty.read_bytes() == b""
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]
