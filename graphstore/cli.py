@@ -21,6 +21,7 @@ from typing import Any
 
 from extractors.frequency import TagFrequencyFilter
 from graphstore.card_store import aingest_with_cards
+from graphstore.cards import CARD, card_id
 from graphstore.chapters import as_of_filter
 from graphstore.errors import GraphStoreError, InvalidInputError
 from graphstore.filter_expressions import filter_of
@@ -369,10 +370,12 @@ async def _command(
         )
     elif args.command == "show":
         nodes = await store.aget([args.id])
+        if not nodes and args.id.startswith(f"{CARD}:"):  # `card:Hero` is stored as card:hero
+            nodes = await store.aget([card_id(args.id.removeprefix(f"{CARD}:"))])
         if not nodes:
             raise InvalidInputError(f"no passage with id {args.id!r} in {shown}")
         node = nodes[0]
-        print(f"id: {node.id}\nmetadata: {dict(node.metadata)}")
+        print(f"id: {node.id}\nmetadata: {json.dumps(node.metadata, ensure_ascii=False)}")
         for link in sorted(node.links):
             print(f"link: {link.direction:5s} {link.kind}: {link.tag}")
         print(f"\n{node.text}")

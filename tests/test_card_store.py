@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 from pathlib import Path
 
@@ -192,3 +194,21 @@ def test_cli_ingests_cards_and_refuses_a_bad_one_in_one_line(tmp_path, capsys):
     assert "孙悟空 (character; also 行者、悟空)" in shown
     assert main(["--store", str(store), "--model", "e5", "ingest", "--root", str(tmp_path)]) == 2
     assert "give files or folders to ingest" in capsys.readouterr().err
+
+
+def test_show_finds_a_card_by_its_name_as_written(tmp_path, capsys):
+    from graphstore.cli import main
+    from graphstore.embedded import EmbeddedStorage
+
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    (cards / "hero.md").write_text("---\nname: Hero Smith\n---\nThe hero.\n", encoding="utf-8")
+    store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(tmp_path / "s.db"))
+    asyncio.run(ingest(store, tmp_path, [], cards))
+    store.close()
+    capsys.readouterr()
+    assert main(["--store", str(tmp_path / "s.db"), "show", "card:Hero Smith"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith("id: card:hero smith\nmetadata: {")
+    metadata = json.loads(shown.splitlines()[1].removeprefix("metadata: "))
+    assert metadata["source"] == "cards/hero.md"
