@@ -437,7 +437,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # here, so a closed pipe is caught below, not at exit
         return status
     except GraphStoreError as error:
-        message = str(error).replace(store_location(args.store), redact(store_location(args.store)))
+        message = str(error)
+        for location in (args.store, os.environ.get(STORE_ENV)):
+            if location:
+                message = message.replace(location, redact(location))
         print(f"graphstore: error: {message}", file=sys.stderr)
         return 2
     except BrokenPipeError:

@@ -25,8 +25,14 @@ as a file whose name holds the password (a file named so is reached as `./name`)
 
 
 def store_location(explicit: str | None = None) -> str:
-    """The store the user asked for: the explicit option, else the environment, else default."""
-    return explicit or os.environ.get(STORE_ENV) or DEFAULT_STORE
+    """The store the user asked for: the explicit option, else the environment, else default
+    (an empty option or variable is an error: falling back would open another store)."""
+    for given, name in ((explicit, "--store"), (os.environ.get(STORE_ENV), f"${STORE_ENV}")):
+        if given is not None:
+            if not given.strip():
+                raise StoreOpenError(f"{name} is empty: give a file path, memory: or a URL")
+            return given
+    return DEFAULT_STORE
 
 
 def is_cassandra(location: str) -> bool:

@@ -619,3 +619,15 @@ def test_a_read_command_leaves_an_empty_file_alone(tmp_path, capsys, command):
     one_line_error(status, err, "is an empty file, not a store")
     assert empty.read_bytes() == b""
     assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_an_empty_store_option_or_variable_is_an_error_not_the_default_store(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    status, _, err = cli(capsys, "--store", "", "stats")
+    one_line_error(status, err, "--store is empty")
+    monkeypatch.setenv("GRAPHSTORE_STORE", " ")
+    status, _, err = cli(capsys, "stats")
+    one_line_error(status, err, "$GRAPHSTORE_STORE is empty")
+    assert list(tmp_path.iterdir()) == []
