@@ -122,39 +122,42 @@ async def test_a_bad_card_is_refused_and_changes_nothing(
     assert await snapshot(store) == before
 
 
-async def test_a_card_may_not_take_an_alias_of_a_card_stored_from_elsewhere(backend, tmp_path):
+@pytest.mark.parametrize(
+    ("file", "content", "message"),
+    [
+        (
+            "武松.md",
+            "---\nname: 武松\naliases: [行者]\n---\n",
+            "other/武松.md: '行者' already names '孙悟空' (cards/孙悟空.md)",
+        ),
+        (
+            "m.md",
+            "---\nname: 孙悟空\nkind: impostor\n---\n",
+            "other/m.md: a card named '孙悟空' is already stored from cards/孙悟空.md",
+        ),
+    ],
+)
+async def test_a_card_may_not_take_a_name_or_alias_of_a_card_stored_from_elsewhere(
+    backend, tmp_path, file, content, message
+):
     cards, text = world(tmp_path)
     store = GraphStore(KeyedEmbeddings(dimension=8), backend)
     await ingest(store, tmp_path, [text], cards)
     before = await snapshot(store)
     other = tmp_path / "other"
     other.mkdir()
-    (other / "武松.md").write_text("---\nname: 武松\naliases: [行者]\n---\n", encoding="utf-8")
-    with pytest.raises(
-        InvalidInputError,
-        match=re.escape("other/武松.md: '行者' already names '孙悟空' (cards/孙悟空.md)"),
-    ):
+    (other / file).write_text(content, encoding="utf-8")
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
         await ingest(store, tmp_path, [text], other)
     assert await snapshot(store) == before
     with pytest.raises(InvalidInputError, match="give files or folders"):
         await ingest(store, tmp_path, [], None)
 
 
-async def test_a_card_may_not_replace_a_card_of_its_name_stored_from_elsewhere(backend, tmp_path):
+async def test_a_card_whose_file_moved_within_its_folder_replaces_its_old_self(backend, tmp_path):
     cards, text = world(tmp_path)
     store = GraphStore(KeyedEmbeddings(dimension=8), backend)
     await ingest(store, tmp_path, [text], cards)
-    before = await snapshot(store)
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "m.md").write_text("---\nname: 孙悟空\nkind: impostor\n---\n", encoding="utf-8")
-    with pytest.raises(
-        InvalidInputError,
-        match=re.escape("other/m.md: a card named '孙悟空' is already stored from cards/孙悟空.md"),
-    ):
-        await ingest(store, tmp_path, [], other)
-    assert await snapshot(store) == before
-    # A card whose file moved within the folder ingested replaces its old self.
     (cards / "孙悟空.md").rename(cards / "monkey.md")
     await ingest(store, tmp_path, [], cards)
     assert (await aget_card(store, "card:孙悟空")).source == "cards/monkey.md"
