@@ -80,19 +80,24 @@ async def aplan_cards(
     from a folder being ingested (where its file may have moved) or from no file (an
     agent's `put_card`); a stored card from a file elsewhere is a one-line error, not
     silently replaced."""
+
+    def ingested(source: str) -> bool:
+        """Whether a stored card's file lies in a folder being ingested."""
+        return source != "" and any(covers(s, source) for s in scopes)
+
     new = {card.id for card in cards}
     every = await astored_cards(store)
     sources = {card.id: card.source for card in every}
     for card in cards:
         other = sources.get(card.id)
-        moved = not other or other == card.source or any(covers(s, other) for s in scopes)
-        if card.source and not moved:
+        replaceable = not other or other == card.source or ingested(other)
+        if card.source and not replaceable:
             raise InvalidInputError(
                 f"{card.source}: a card named {card.name!r} is already stored from {other}; "
                 "rename one of them"
             )
     stored = [card for card in every if card.id not in new]
-    stale = [c.id for c in stored if c.source and any(covers(s, c.source) for s in scopes)]
+    stale = [c.id for c in stored if ingested(c.source)]
     kept = [card for card in stored if card.id not in stale]
     return CardPlan(list(cards), check_names([*kept, *cards]), stale)
 
