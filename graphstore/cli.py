@@ -23,6 +23,7 @@ from extractors.frequency import TagFrequencyFilter
 from graphstore.card_store import aingest_with_cards
 from graphstore.cards import CARD, card_id
 from graphstore.chapters import as_of_filter
+from graphstore.embeddings import E5Embeddings, load_embeddings, load_recorded
 from graphstore.errors import GraphStoreError, InvalidInputError
 from graphstore.filter_expressions import filter_of
 from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, text_linker
@@ -59,7 +60,11 @@ def _parser() -> argparse.ArgumentParser:
         prog="graphstore", description="A graph vector store linked by tags, not stored edges."
     )
     parser.add_argument("--store", help=f"store location (default: ${STORE_ENV} or graphstore.db)")
-    parser.add_argument("--model", default="minilm", help="embedding model or local directory")
+    parser.add_argument(
+        "--model",
+        help="embedding model (minilm, e5) or local directory; default: the one the store was "
+        "ingested with, or minilm for a new store",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     add = commands.add_parser(
@@ -227,8 +232,6 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
             linkers.append(text_linker(extractors.KeybertLinkExtractor()))
         elif name == "zh-keywords":
             # MiniLM's vocabulary turns most Chinese characters into [UNK]: rank with e5.
-            from graphstore.embeddings import E5Embeddings
-
             keywords = extractors.KeybertLinkExtractor(language="zh", model=E5Embeddings())
             linkers.append(text_linker(keywords))
         elif name == "entities":
@@ -316,16 +319,13 @@ async def _run(args: argparse.Namespace) -> int:
         check_max_chars(args.max_chars)
         linkers = _linkers(args)
     metadata_filter = filter_of(getattr(args, "filter", []))  # checked before anything runs
-    if args.command in ("ingest", "search", "prompt", "mcp"):
-        from graphstore.embeddings import load_embeddings
-
-        embeddings = load_embeddings(args.model)
-    else:
-        embeddings = None
+    embeddings = load_embeddings(args.model) if args.model else None  # checked before opening
     new_file = new_store_file(location) if creating else None
     storage = open_storage(location, create=creating)
     done = False
     try:
+        if embeddings is None and args.command in ("ingest", "search", "prompt", "mcp"):
+            embeddings = load_recorded(await storage.recorded_model())
         status = await _command(
             args, GraphStore(embeddings, storage), redact(location), linkers, metadata_filter
         )
@@ -383,6 +383,7 @@ async def _command(
         stats = await store.astats(args.top)
         print(f"store: {shown}\npassages: {stats.nodes}\ntags: {stats.tags}")
         print(f"tag rows: {stats.tag_rows}\nembedding dimension: {stats.dimension}")
+        print(f"embedding model: {await store.storage.recorded_model() or 'not recorded'}")
         if stats.tag_frequencies:
             print("most frequent tags (passages linking in):")
             for (kind, tag), count in stats.tag_frequencies.items():

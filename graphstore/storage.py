@@ -125,6 +125,16 @@ class Storage(ABC):
         specific a tag is among the passages a search may return, for path-aware relevance."""
 
     @abstractmethod
+    async def recorded_model(self) -> str | None:
+        """The embedding model the store's passages were embedded with
+        (`graphstore.embeddings.model_id`), or None when none is recorded."""
+
+    @abstractmethod
+    async def record_model(self, model: str) -> str:
+        """Record `model` as the store's embedding model unless one is recorded already (by
+        any process, atomically); return the one recorded."""
+
+    @abstractmethod
     async def stats(self, top_tags: int = 20) -> StoreStats:
         """Node, tag and tag-row counts, and the `top_tags` most frequent tags."""
 

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
 
+from graphstore.embeddings import model_id
 from graphstore.errors import InvalidInputError
 from graphstore.filters import parse_filter
 from graphstore.links import as_links
@@ -114,6 +115,9 @@ class GraphStore:
     ) -> None:
         self.embeddings = embeddings
         self.storage = storage
+        self._recorded_model: str | None = None
+        """The model the store records, once read (or recorded by this object's first write)."""
+        self._model_read = False
         self.batch_size = check_count("batch_size", batch_size)
         self.traversal = Traversal(storage, check_count("concurrency", concurrency, 1, 1024))
 
@@ -147,7 +151,8 @@ class GraphStore:
             if given is not None:
                 embedded = given[start : start + self.batch_size]
             else:
-                raw = await self._model().aembed_documents([node.text for node in batch])
+                model = await self._checked_model(writing=True)
+                raw = await model.aembed_documents([node.text for node in batch])
                 embedded = [self._unit(v, dimension) for v in raw]
             dimension = embedded[0].size
             await self.storage.upsert(
@@ -377,16 +382,29 @@ class GraphStore:
                 raise InvalidInputError(f"ids must be non-empty strings, got {node_id!r}")
         return listed
 
-    def _model(self) -> Embeddings:
+    async def _checked_model(self, *, writing: bool) -> Embeddings:
+        """The store's model, once checked against the one its passages were embedded with
+        (recorded at the first write): vectors of two models side by side rank at random."""
         if self.embeddings is None:
             raise InvalidInputError("this store has no embedding model; pass vectors instead")
+        given = model_id(self.embeddings)
+        if self._recorded_model is None and writing:
+            self._recorded_model = await self.storage.record_model(given)
+        elif self._recorded_model is None and not self._model_read:
+            self._recorded_model = await self.storage.recorded_model()
+            self._model_read = True
+        if self._recorded_model not in (None, given):
+            raise InvalidInputError(
+                f"this store's passages were embedded with {self._recorded_model}, not {given}: "
+                f"use {self._recorded_model} (two models' vectors side by side rank at random)"
+            )
         return self.embeddings
 
     async def aembed_query(self, query: str) -> list[float]:
         """The query's embedding from the store's model."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("the query must be a non-empty string or a vector")
-        return await self._model().aembed_query(query)
+        return await (await self._checked_model(writing=False)).aembed_query(query)
 
     async def _query_vector(self, query: Query) -> Any:
         """A unit query vector: embedded when `query` is text, checked when it is a vector."""

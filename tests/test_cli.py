@@ -69,6 +69,24 @@ def test_reingest_is_idempotent(ingested, capsys):
     assert main(["--store", str(ingested), "check"]) == 0
 
 
+def test_a_store_ingested_with_e5_is_searched_with_e5_without_naming_it(tmp_path, capsys):
+    store = str(tmp_path / "zh.db")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# 水帘洞\n\n孙悟空住在花果山的水帘洞里。\n", encoding="utf-8")
+    (folder / "b.md").write_text("# 天宫\n\n玉帝在天宫里召见群臣。\n", encoding="utf-8")
+    assert (
+        main(["--store", store, "--model", "e5", "ingest", str(folder), "--root", str(tmp_path)])
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["--store", store, "stats"]) == 0
+    assert "embedding model: e5" in capsys.readouterr().out
+    assert main(["--store", store, "search", "猴王住在哪里", "-k", "1", "--json"]) == 0
+    [hit] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert hit["id"].startswith("docs/a.md")
+
+
 def test_show_prints_links(ingested, capsys):
     assert main(["--store", str(ingested), "show", "errors.html#0"]) == 0
     out = capsys.readouterr().out
@@ -87,6 +105,8 @@ def test_show_prints_links(ingested, capsys):
         (["search", "x", "--filter", "position<=true"], "'$lte' for 'position' takes a number"),
         (["prompt", "x", "--filter", "<=3"], "--filter expects KEY=VALUE"),
         (["prompt", "x", "--filter", "position in"], "--filter expects KEY=VALUE"),
+        (["--model", "e5", "search", "x"], "embedded with minilm, not e5"),
+        (["--model", "e5", "ingest", str(SAMPLE / "errors.html")], "embedded with minilm, not e5"),
     ],
 )
 def test_bad_input_gives_one_line_error_and_changes_nothing(

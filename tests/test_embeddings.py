@@ -1,4 +1,4 @@
-"""Local embedding models: where their calls run."""
+"""Local embedding models: where their calls run, and how a store tells them apart."""
 
 from __future__ import annotations
 
@@ -6,7 +6,20 @@ import asyncio
 import threading
 import time
 
-from graphstore.embeddings import E5Embeddings, LocalEmbeddings, SentenceTransformerEmbeddings
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from graphstore.embeddings import (
+    E5Embeddings,
+    LocalEmbeddings,
+    SentenceTransformerEmbeddings,
+    load_embeddings,
+    model_id,
+)
+from graphstore.errors import InvalidInputError
+from graphstore.nodes import Node
+from graphstore.store import GraphStore
+from graphstore.testing.embeddings import KeyedEmbeddings
 
 
 class ThreadRecorder(LocalEmbeddings):
@@ -37,3 +50,34 @@ async def test_every_async_call_of_a_local_model_runs_on_one_thread_off_the_loop
 def test_the_shipped_models_are_local_models():
     assert issubclass(SentenceTransformerEmbeddings, LocalEmbeddings)
     assert issubclass(E5Embeddings, LocalEmbeddings)
+
+
+class OtherModel(KeyedEmbeddings):
+    """Vectors of the same size from another model."""
+
+    model_id = "other"
+
+
+def test_a_model_is_named_by_what_loads_it_again():
+    assert model_id(load_embeddings("minilm")) == "minilm"
+    assert model_id(E5Embeddings()) == "e5"
+    assert model_id(KeyedEmbeddings()) == "keyed"
+    assert model_id(DeterministicFakeEmbedding(size=4)) == "DeterministicFakeEmbedding"
+
+
+async def test_a_store_refuses_a_model_other_than_the_one_its_passages_were_embedded_with(
+    open_backend,
+):
+    store = GraphStore(KeyedEmbeddings(dimension=4), open_backend())
+    await store.aadd_nodes([Node("a", "alpha")])
+    other = GraphStore(OtherModel(dimension=4), open_backend())
+    message = "embedded with keyed, not other"
+    with pytest.raises(InvalidInputError, match=message):
+        await other.asearch("alpha")
+    with pytest.raises(InvalidInputError, match=message):
+        await other.aadd_nodes([Node("b", "beta")])
+    assert [node.id for node in await other.aget(["a", "b"])] == ["a"]
+    assert len(await other.asimilarity_search([1.0, 0.0, 0.0, 0.0], k=2)) == 1  # a vector
+    again = GraphStore(KeyedEmbeddings(dimension=4), open_backend())
+    assert [hit.node.id for hit in await again.asimilarity_search("alpha", k=1)] == ["a"]
+    await again.aadd_nodes([Node("b", "beta")])

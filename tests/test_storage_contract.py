@@ -239,3 +239,13 @@ async def test_tag_sizes_count_the_nodes_linking_in_that_pass_the_filter(backend
     assert await backend.tag_sizes(tags) == {("kw", "t"): 2, ("kw", "none"): 0}
     red = parse_filter({"color": "red"})
     assert await backend.tag_sizes(tags, red) == {("kw", "t"): 1, ("kw", "none"): 0}
+
+
+async def test_the_first_model_recorded_stays_recorded(open_backend):
+    first = open_backend()
+    assert await first.recorded_model() is None
+    assert await first.record_model("minilm") == "minilm"
+    assert await first.record_model("e5") == "minilm"
+    await first.upsert([stored("a", [1, 0, 0])])
+    assert await first.recorded_model() == "minilm"
+    assert await open_backend().recorded_model() == "minilm"  # as another process sees it

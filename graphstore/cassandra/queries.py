@@ -1,6 +1,6 @@
 """Query templates.
 
-Only the quoted, validated table names (`{nodes}`, `{tags}`, `{hot}`, `{hot_tags}`), `?`
+Only the quoted, validated table names (`{nodes}`, `{tags}`, `{hot}`, `{hot_tags}`, `{meta}`), `?`
 markers and a `{where}` of filter restrictions (`graphstore.cassandra.filters`:
 `filter_terms CONTAINS ?` and ranges on range columns, whose names are hashes) are ever
 formatted in; every value is bound.
@@ -75,6 +75,13 @@ READ_HOT_TAGS = "SELECT kind, tag, rows FROM {hot_tags} WHERE directory = 0"
 READ_HOT_ROWS = "SELECT rows FROM {hot_tags} WHERE directory = 0 AND kind = ? AND tag = ?"
 
 # Full scans (stats, check, maintenance)
+# The store's settings (`name` → `value`)
+CREATE_META = "CREATE TABLE IF NOT EXISTS {meta} (name text PRIMARY KEY, value text)"
+SELECT_META = "SELECT name, value FROM {meta}"
+INSERT_META = "INSERT INTO {meta} (name, value) VALUES (?, ?)"
+SELECT_MODEL = "SELECT value FROM {meta} WHERE name = 'model'"
+INSERT_MODEL = "INSERT INTO {meta} (name, value) VALUES ('model', ?) IF NOT EXISTS"
+
 SCAN_NODES = "SELECT node_id, links, outgoing, filter_terms, tag_buckets FROM {nodes}"
 SCAN_NODE_IDS = "SELECT node_id FROM {nodes}"
 SCAN_TAGS = "SELECT kind, tag, buckets, node_id, outgoing, filter_terms FROM {tags}"

@@ -31,7 +31,7 @@ from typing import Any
 from cassandra.concurrent import execute_concurrent
 
 from graphstore.cassandra.filters import RangeColumn, code
-from graphstore.cassandra.queries import SCAN_NODES
+from graphstore.cassandra.queries import CREATE_META, INSERT_META, SCAN_NODES, SELECT_META
 from graphstore.cassandra.rows import tag_map
 from graphstore.cassandra.schema import DDL_TIMEOUT
 from graphstore.cassandra.session import Requests, one_line
@@ -46,9 +46,6 @@ RELOAD_SECONDS = 1.0
 FORMAT = "2"
 """The meta `format`: 2, range columns filled in for every node."""
 
-CREATE_META = "CREATE TABLE IF NOT EXISTS {meta} (name text PRIMARY KEY, value text)"
-SELECT_META = "SELECT name, value FROM {meta}"
-INSERT_META = "INSERT INTO {meta} (name, value) VALUES (?, ?)"
 ADD_COLUMNS = 'ALTER TABLE {table} ADD IF NOT EXISTS ("{lo}" {type}, "{hi}" {type})'
 ADD_INDEX = (
     'CREATE CUSTOM INDEX IF NOT EXISTS {index} ON {table} ("{column}") '

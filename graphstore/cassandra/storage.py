@@ -41,6 +41,8 @@ from graphstore.cassandra.filters import (
 from graphstore.cassandra.hot_tags import HotTags
 from graphstore.cassandra.layout import TagLayout
 from graphstore.cassandra.queries import (
+    CREATE_META,
+    INSERT_MODEL,
     SCAN_HITS,
     SCAN_HOT_BUCKET,
     SCAN_NODE_IDS,
@@ -48,6 +50,7 @@ from graphstore.cassandra.queries import (
     SEARCH_HITS,
     SEARCH_HOT,
     SEARCH_NODES,
+    SELECT_MODEL,
     SELECT_NODES,
 )
 from graphstore.cassandra.ranges import MAX_RANGE_COLUMNS, RangeColumns
@@ -470,6 +473,24 @@ class CassandraStorage(Storage):
         if self._dimension is None:
             return dict.fromkeys(tags, 0)
         return await self._reader.sizes(tags, where)
+
+    async def recorded_model(self) -> str | None:
+        if self._dimension is None:  # no passages yet, so nothing to mix with
+            return None
+        rows = await self._requests.run(SELECT_MODEL, ())
+        return str(rows[0][0]) if rows else None
+
+    async def record_model(self, model: str) -> str:
+        """One lightweight transaction, so two first writers agree on one model."""
+        if self._dimension is None:  # the settings table comes before the first node
+            try:
+                await asyncio.to_thread(
+                    self.session.execute, self._requests.cql(CREATE_META), timeout=DDL_TIMEOUT
+                )
+            except Exception as error:
+                raise StorageError(f"creating the store failed: {one_line(error)}") from error
+        (applied, *current) = (await self._requests.run(INSERT_MODEL, (model,)))[0]
+        return model if applied else str(current[-1])
 
     async def stats(self, top_tags: int = 20) -> StoreStats:
         """Counts by full scans of the node table and both tag tables."""

@@ -16,6 +16,8 @@ class KeyedEmbeddings(Embeddings):
     by its SHA-256, so results never depend on a model or on run order.
     """
 
+    model_id = "keyed"
+
     def __init__(
         self, vectors: Mapping[str, Sequence[float]] | None = None, dimension: int = 8
     ) -> None:
