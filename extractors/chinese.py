@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from extractors.base import LinkExtractor
+from extractors.jieba_quiet import quiet_jieba
 from extractors.normalize import normalize_tag
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
@@ -57,9 +58,7 @@ class JiebaEntityLinkExtractor(LinkExtractor[str]):
 
     def _loaded(self) -> Any:
         if self._tagger is None:
-            import jieba
-            import jieba.posseg
-
+            jieba = quiet_jieba()
             tokenizer = jieba.Tokenizer()
             for word, tag in self.user_dict.items():
                 tokenizer.add_word(word, tag=tag)

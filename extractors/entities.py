@@ -23,7 +23,9 @@ from typing import Any
 
 from extractors.base import LinkExtractor
 from extractors.batching import padded_batches
+from extractors.jieba_quiet import quiet_jieba
 from extractors.normalize import normalize_tag
+from graphstore.embeddings import quiet_transformers
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
 
@@ -41,9 +43,7 @@ class JiebaWordsSplitter:
     """Words from jieba's segmentation, with their offsets; spaces are not words."""
 
     def __call__(self, text: str) -> Iterator[tuple[str, int, int]]:
-        import jieba
-
-        for word, start, end in jieba.tokenize(text):
+        for word, start, end in quiet_jieba().tokenize(text):
             if not word.isspace():
                 yield word, start, end
 
@@ -51,6 +51,7 @@ class JiebaWordsSplitter:
 def load_gliner(model: str | Path) -> Any:
     """A GLiNER model from a local directory (never touching a hub) or a hub name; one that
     cannot be loaded is a one-line error."""
+    quiet_transformers()
     from gliner import GLiNER
 
     local = Path(model).is_dir()

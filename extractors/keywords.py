@@ -11,7 +11,6 @@ keybert, sklearn, torch and jieba are imported on first use.
 
 from __future__ import annotations
 
-import os
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from importlib import import_module
@@ -19,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from extractors.base import LinkExtractor
+from extractors.jieba_quiet import quiet_jieba
 from extractors.normalize import join_cjk_words, normalize_tag
+from graphstore.embeddings import minilm_dir, offline_quietly, quiet_transformers
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
 
@@ -44,11 +45,9 @@ def _is_word(token: str) -> bool:
 def chinese_words(text: str) -> list[str]:
     """jieba words of `text` fit to be keywords: no punctuation, no stop words, and single
     characters only when jieba tags them as nouns (猴, 水), not as particles or verbs."""
-    import jieba.posseg
-
     return [
         pair.word
-        for pair in jieba.posseg.lcut(text)
+        for pair in quiet_jieba().posseg.lcut(text)
         if _is_word(pair.word)
         and pair.word not in CHINESE_STOP_WORDS
         and (len(pair.word) > 1 or pair.flag.startswith("n"))
@@ -113,6 +112,7 @@ class KeybertLinkExtractor(LinkExtractor[str]):
 
     def _loaded(self) -> Any:
         if self._keybert is None:
+            quiet_transformers()  # before keybert imports it
             from keybert import KeyBERT
 
             self._keybert = KeyBERT(model=self._backend())
@@ -121,12 +121,9 @@ class KeybertLinkExtractor(LinkExtractor[str]):
     def _backend(self) -> Any:
         model = self.model
         if model is None:
-            from graphstore.embeddings import minilm_dir
-
             model = minilm_dir()
         if isinstance(model, (str, Path)):
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            offline_quietly()
             from sentence_transformers import SentenceTransformer
 
             return SentenceTransformer(str(model), device="cpu")

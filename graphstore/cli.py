@@ -287,16 +287,25 @@ async def _search(
             print(json.dumps({"unselected": True, **asdict(candidate)}, ensure_ascii=False))
         else:
             print(
-                f"  not returned: {candidate.id}  [{_how(candidate.depth, candidate.path)}]  "
+                f"  not returned: {_inline(candidate.id)}  "
+                f"[{_how(candidate.depth, candidate.path)}]  "
                 f"score {candidate.score:.3f}  sim {candidate.similarity:.3f}  "
                 f"mmr {candidate.mmr_score:.3f}"
             )
 
 
+def _inline(text: str) -> str:
+    """`text` as is when it prints on one line, else JSON-quoted (a newline in an id or a tag
+    would make one hit look like two)."""
+    return text if text.isprintable() else json.dumps(text, ensure_ascii=False)
+
+
 def _how(depth: int, path: Sequence[TagKey]) -> str:
     if not path:
         return "root"
-    return f"depth {depth} via " + " → ".join(f"{kind}: {tag}" for kind, tag in path)
+    return f"depth {depth} via " + " → ".join(
+        f"{_inline(kind)}: {_inline(tag)}" for kind, tag in path
+    )
 
 
 def _print_hit(rank: int, hit: Hit) -> None:
@@ -304,7 +313,7 @@ def _print_hit(rank: int, hit: Hit) -> None:
     scores += f"sim {hit.similarity:.3f}"
     if hit.mmr_score is not None:
         scores += f"  mmr {hit.mmr_score:.3f}"
-    print(f"{rank:2d}. {hit.node.id}  [{_how(hit.depth, hit.path)}]  {scores}")
+    print(f"{rank:2d}. {_inline(hit.node.id)}  [{_how(hit.depth, hit.path)}]  {scores}")
     section = hit.node.metadata.get("section")
     if section:
         print(f"    § {' / '.join(section)}")
@@ -375,9 +384,10 @@ async def _command(
         if not nodes:
             raise InvalidInputError(f"no passage with id {args.id!r} in {shown}")
         node = nodes[0]
-        print(f"id: {node.id}\nmetadata: {json.dumps(node.metadata, ensure_ascii=False)}")
+        print(f"id: {_inline(node.id)}")
+        print(f"metadata: {json.dumps(node.metadata, ensure_ascii=False)}")
         for link in sorted(node.links):
-            print(f"link: {link.direction:5s} {link.kind}: {link.tag}")
+            print(f"link: {link.direction:5s} {_inline(link.kind)}: {_inline(link.tag)}")
         print(f"\n{node.text}")
     elif args.command == "stats":
         stats = await store.astats(args.top)
@@ -387,7 +397,7 @@ async def _command(
         if stats.tag_frequencies:
             print("most frequent tags (passages linking in):")
             for (kind, tag), count in stats.tag_frequencies.items():
-                print(f"  {count:6d}  {kind}: {tag}")
+                print(f"  {count:6d}  {_inline(kind)}: {_inline(tag)}")
     elif args.command == "check":
         problems = await store.acheck()
         for problem in problems:

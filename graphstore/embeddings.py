@@ -21,6 +21,20 @@ from graphstore.errors import InvalidInputError
 DEFAULT_MODEL = "minilm"
 
 
+def quiet_transformers() -> None:
+    """No progress bars or info logs from transformers on stderr: called before it is first
+    imported, since it reads these settings once, at import."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+def offline_quietly() -> None:
+    """`quiet_transformers`, and never a model hub: on a machine without one it would hang."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    quiet_transformers()
+
+
 class LocalEmbeddings(Embeddings):
     """An in-process model whose async calls all run on one thread of its own.
 
@@ -66,10 +80,7 @@ class SentenceTransformerEmbeddings(LocalEmbeddings):
 
     def _loaded(self) -> Any:
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+            offline_quietly()
             from sentence_transformers import SentenceTransformer
 
             try:

@@ -24,6 +24,7 @@ from langchain_core.runnables import RunnableLambda
 from graphstore.card_store import anearest_cards
 from graphstore.cards import is_card
 from graphstore.chapters import as_of_filter, check_chapter
+from graphstore.errors import InvalidInputError
 from graphstore.nodes import Hit
 from graphstore.scene import SceneCard, card_entry, passage_entry, scene_cards
 from graphstore.sections import Section, TokenCounter, fill
@@ -134,6 +135,8 @@ async def awriter_context(
     """
     check_count("budget", budget, 1, 1_000_000)
     check_fraction("card_share", card_share)
+    if not isinstance(scene, str) or not scene.strip():
+        raise InvalidInputError("the scene must be a non-empty string")
     vector = await store.aembed_query(scene)
     hits = await _search(store, vector, k, as_of_filter(filter, as_of_chapter), options)
     cards = scene_cards(await anearest_cards(store, vector), scene, hits)

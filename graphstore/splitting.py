@@ -92,7 +92,7 @@ def read_text(path: Path) -> str:
     except OSError as error:
         raise InvalidInputError(f"cannot read {path}: {error.strerror}") from error
     if b"\x00" in data[:8192]:
-        raise InvalidInputError(f"{path} looks binary; only text, Markdown and HTML are ingested")
+        raise InvalidInputError(f"{path} looks binary, not like a text file")
     try:
         return data.decode("utf-8-sig").replace("\r\n", "\n")
     except UnicodeDecodeError as error:

