@@ -151,9 +151,10 @@ class GraphStore:
             if given is not None:
                 embedded = given[start : start + self.batch_size]
             else:
-                model = await self._checked_model(writing=True)
+                model = await self._checked_model(writing=False)
                 raw = await model.aembed_documents([node.text for node in batch])
                 embedded = [self._unit(v, dimension) for v in raw]
+                await self._checked_model(writing=True)  # a model that fails is not recorded
             dimension = embedded[0].size
             await self.storage.upsert(
                 [StoredNode(node, vector) for node, vector in zip(batch, embedded, strict=True)]

@@ -81,3 +81,20 @@ async def test_a_store_refuses_a_model_other_than_the_one_its_passages_were_embe
     again = GraphStore(KeyedEmbeddings(dimension=4), open_backend())
     assert [hit.node.id for hit in await again.asimilarity_search("alpha", k=1)] == ["a"]
     await again.aadd_nodes([Node("b", "beta")])
+
+
+class BrokenModel(KeyedEmbeddings):
+    """A model that fails to embed anything (a folder that is not a model, say)."""
+
+    model_id = "broken"
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise InvalidInputError("cannot load the model")
+
+
+async def test_a_model_that_fails_is_not_recorded(open_backend):
+    with pytest.raises(InvalidInputError, match="cannot load the model"):
+        await GraphStore(BrokenModel(dimension=4), open_backend()).aadd_nodes([Node("a", "alpha")])
+    store = GraphStore(OtherModel(dimension=4), open_backend())
+    await store.aadd_nodes([Node("a", "alpha")])
+    assert await store.storage.recorded_model() == "other"

@@ -450,7 +450,12 @@ def test_case12_a_folder_that_is_not_a_model_is_one_line(models, tmp_path, capsy
     one_line_error(status, err, "is not a sentence-transformers model directory")
     (folder / "config.json").write_text("{}")
     status, _, err = cli(capsys, "--store", str(store), "--model", str(folder), "search", "x")
+    one_line_error(status, err, f"embedded with minilm, not {folder}")
+    new = tmp_path / "new.db"
+    page = str(SAMPLE / "errors.html")
+    status, _, err = cli(capsys, "--store", str(new), "--model", str(folder), "ingest", page)
     one_line_error(status, err, f"cannot load the model in {folder}")
+    assert not new.exists()
 
 
 def test_case12_a_closed_pipe_ends_the_command_silently(models, tmp_path, capsys):
