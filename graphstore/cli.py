@@ -30,10 +30,10 @@ from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker,
 from graphstore.links import TagKey
 from graphstore.location import (
     STORE_ENV,
+    close_unused,
     new_store_file,
     open_storage,
     redact,
-    remove_store_file,
     store_location,
 )
 from graphstore.nodes import Hit, hit_json
@@ -331,20 +331,17 @@ async def _run(args: argparse.Namespace) -> int:
     embeddings = load_embeddings(args.model) if args.model else None  # checked before opening
     new_file = new_store_file(location) if creating else None
     storage = open_storage(location, create=creating)
-    done = False
     try:
         if embeddings is None and args.command in ("ingest", "search", "prompt", "mcp"):
             embeddings = load_recorded(await storage.recorded_model())
         status = await _command(
             args, GraphStore(embeddings, storage), redact(location), linkers, metadata_filter
         )
-        done = True
-        return status
-    finally:
-        empty = new_file is not None and not done and (await storage.stats(0)).nodes == 0
-        await storage.close()
-        if new_file is not None and empty:
-            remove_store_file(new_file)
+    except BaseException:
+        await close_unused(storage, new_file)
+        raise
+    await storage.close()
+    return status
 
 
 async def _command(
@@ -392,7 +389,7 @@ async def _command(
     elif args.command == "stats":
         stats = await store.astats(args.top)
         print(f"store: {shown}\npassages: {stats.nodes}\ntags: {stats.tags}")
-        print(f"tag rows: {stats.tag_rows}\nembedding dimension: {stats.dimension}")
+        print(f"tag rows: {stats.tag_rows}\nembedding dimension: {stats.dimension or 'none yet'}")
         print(f"embedding model: {await store.storage.recorded_model() or 'not recorded'}")
         if stats.tag_frequencies:
             print("most frequent tags (passages linking in):")
@@ -434,10 +431,16 @@ async def _ingest(
     bar.close()
     stats = await store.astats()
     print(
-        f"ingested {report.passages} passages from {report.files} files and {report.cards} "
-        f"cards into {shown}; removed {report.removed} stale passages; "
-        f"store has {stats.nodes} passages, {stats.tags} tags, {stats.tag_rows} tag rows"
+        f"ingested {_count(report.passages, 'passage')} from {_count(report.files, 'file')} "
+        f"and {_count(report.cards, 'card')} into {shown}; "
+        f"removed {_count(report.removed, 'stale passage')}; store has "
+        f"{_count(stats.nodes, 'passage')}, {_count(stats.tags, 'tag')}, "
+        f"{_count(stats.tag_rows, 'tag row')}"
     )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

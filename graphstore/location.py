@@ -63,20 +63,31 @@ def new_store_file(location: str) -> Path | None:
     return Path(location)
 
 
-def remove_store_file(file: Path) -> None:
-    """Delete an embedded store's file with its WAL and shared-memory files."""
-    for path in (file, Path(f"{file}-wal"), Path(f"{file}-shm")):
-        path.unlink(missing_ok=True)
+async def close_unused(storage: Storage, new_file: Path | None) -> None:
+    """Close the store of a command that failed, first removing what opening it created if
+    nothing was stored since: a new file (`new_store_file`), or a new Cassandra keyspace
+    that has no table yet."""
+    empty = new_file is not None and (await storage.stats(0)).nodes == 0
+    if not isinstance(storage, EmbeddedStorage):
+        from graphstore.cassandra import CassandraStorage
+
+        if isinstance(storage, CassandraStorage):
+            await storage.drop_created_keyspace()
+    await storage.close()
+    if new_file is not None and empty:
+        for path in (new_file, Path(f"{new_file}-wal"), Path(f"{new_file}-shm")):
+            path.unlink(missing_ok=True)
 
 
 def open_storage(location: str, *, create: bool = True) -> Storage:
-    """Open the backend named by `location`; a missing file is created only if `create`."""
+    """Open the backend named by `location`; a missing file, keyspace or table is created
+    only if `create`."""
     if location == "memory:":
         return EmbeddedStorage(":memory:")
     if is_cassandra(location):
         from graphstore.cassandra import CassandraStorage
 
-        return CassandraStorage.from_url(location)
+        return CassandraStorage.from_url(location, create=create)
     scheme = URL_SCHEME.match(location)
     if scheme is not None:
         raise StoreOpenError(

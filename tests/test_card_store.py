@@ -190,7 +190,7 @@ def test_cli_ingests_cards_and_refuses_a_bad_one_in_one_line(tmp_path, capsys):
 
     (cards / "八戒.yaml").unlink()
     assert main([*base, str(text), "--cards", str(cards)]) == 0
-    assert "ingested 4 passages from 1 files and 2 cards" in capsys.readouterr().out
+    assert "ingested 4 passages from 1 file and 2 cards" in capsys.readouterr().out
     assert main(["--store", str(store), "show", "card:孙悟空"]) == 0
     shown = capsys.readouterr().out
     assert "link: in    card: 孙悟空" in shown

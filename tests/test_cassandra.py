@@ -357,6 +357,9 @@ def test_url_options_set_replication_and_consistency_and_refuse_anything_else():
         "consistency=ONE'; DROP KEYSPACE y",
         "read_consistency=ANY",
         "write_consistency=",
+        "table=a&table=b",
+        "table=a#part",
+        "table=a#",
     ]:
         with pytest.raises(InvalidInputError) as error:
             parse_url(f"cassandra://me:s3cret@h/ks?{bad}")

@@ -272,7 +272,7 @@ def test_case3_root_names_ids_independently_of_the_current_directory(
     assert cli(capsys, "--store", store, "ingest", ".", "--root", str(tmp_path))[0] == 0
     monkeypatch.chdir(tmp_path)
     _status, out, _ = cli(capsys, "--store", store, "ingest", "docs", "--root", ".")
-    assert "store has 1 passages" in out
+    assert "store has 1 passage," in out
     assert cli(capsys, "--store", store, "show", "docs/a.md#0")[0] == 0
 
 
@@ -437,7 +437,7 @@ def test_case7_max_chars_below_one_is_a_one_line_error(models, tmp_path, capsys,
 
 def test_case12_an_unresolvable_cassandra_host_is_one_line(capsys):
     status, _, err = cli(capsys, "--store", "cassandra://nohost.invalid/ks", "stats")
-    one_line_error(status, err, "cannot open Cassandra at nohost.invalid:9042")
+    one_line_error(status, err, "cannot open Cassandra at nohost.invalid:9042: no host name")
 
 
 def test_case12_a_folder_that_is_not_a_model_is_one_line(models, tmp_path, capsys):
@@ -494,6 +494,42 @@ def test_case14_a_failed_ingest_leaves_no_new_store_file(models, tmp_path, capsy
     status, _, err = cli(capsys, "--store", str(store), "ingest", str(tmp_path / "bad.txt"))
     one_line_error(status, err, "is not UTF-8")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["bad.txt"]
+
+
+def cassandra_keyspaces() -> set[str]:
+    """The keyspaces of the test node."""
+    from cassandra.cluster import Cluster
+
+    host, _, port = cassandra_contact().partition(":")
+    cluster = Cluster([host], port=int(port or 9042))
+    try:
+        rows = cluster.connect().execute("SELECT keyspace_name FROM system_schema.keyspaces")
+        return {row.keyspace_name for row in rows}
+    finally:
+        cluster.shutdown()
+
+
+@pytest.mark.parametrize(
+    "args", [["stats"], ["check"], ["show", "a#0"], ["search", "x"], ["prompt", "x"]]
+)
+def test_case14_reading_a_mistyped_cassandra_store_creates_nothing(models, capsys, args):
+    contact = cassandra_contact()
+    keyspace = f"typo_{uuid.uuid4().hex[:8]}"
+    status, _, err = cli(capsys, "--store", f"cassandra://{contact}/{keyspace}", *args)
+    one_line_error(status, err, f"no store at {contact}: keyspace '{keyspace}' does not exist")
+    assert keyspace not in cassandra_keyspaces()
+    table = f"cassandra://{contact}/graphstore_test?table=typo"
+    status, _, err = cli(capsys, "--store", table, *args)
+    one_line_error(status, err, "keyspace 'graphstore_test' has no table typo_nodes")
+
+
+def test_case14_a_failed_ingest_leaves_no_new_keyspace(models, tmp_path, capsys):
+    (tmp_path / "bad.txt").write_bytes("caf\xe9".encode("latin-1"))
+    keyspace = f"new_{uuid.uuid4().hex[:8]}"
+    url = f"cassandra://{cassandra_contact()}/{keyspace}"
+    status, _, err = cli(capsys, "--store", url, "ingest", str(tmp_path / "bad.txt"))
+    one_line_error(status, err, "is not UTF-8")
+    assert keyspace not in cassandra_keyspaces()
 
 
 def test_case14_cli_filter_values_are_json_scalars(models, tmp_path, capsys):

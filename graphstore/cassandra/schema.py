@@ -22,6 +22,7 @@ SELECT_COLUMN_TYPE = (
     "WHERE keyspace_name = ? AND table_name = ? AND column_name = ?"
 )
 SELECT_KEYSPACE = "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?"
+SELECT_TABLES = "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?"
 SELECT_TABLE = (
     "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?"
 )

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from cassandra import UnresolvableContactPoints
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
@@ -59,6 +60,7 @@ from graphstore.cassandra.schema import (
     DDL_TIMEOUT,
     SCHEMA,
     SELECT_KEYSPACE,
+    SELECT_TABLES,
     UPGRADE,
     replication_cql,
     replication_factor,
@@ -137,6 +139,8 @@ class CassandraStorage(Storage):
         self.timeout = timeout
         self._cluster: Any = None
         self._schema_ready = False
+        self.created_keyspace = False
+        """Whether `connect` created the keyspace (`drop_created_keyspace`)."""
         names = {part: f'"{self.keyspace}"."{self.table}_{part}"' for part in PARTS}
         self._requests = Requests(
             session,
@@ -184,9 +188,13 @@ class CassandraStorage(Storage):
         password: str | None = None,
         ssl_context: Any = None,
         replication: Mapping[str, str | int] | None = None,
+        create: bool = True,
         **options: Any,
     ) -> CassandraStorage:
         """Open a cluster connection, create the keyspace if missing, and own the cluster.
+
+        With `create` false, a store that does not exist (no keyspace, or no node table in
+        it) is a `StoreOpenError` instead: a mistyped name is not an empty store.
 
         `replication` is the keyspace's replication map (default SimpleStrategy, factor 1);
         an existing keyspace with another replication factor is refused rather than used as
@@ -213,15 +221,27 @@ class CassandraStorage(Storage):
                     )
                 },
             )
+        except UnresolvableContactPoints as error:  # its message is an empty dict
+            raise StoreOpenError(
+                f"cannot open Cassandra at {where}: no host name resolves to an address"
+            ) from error
         except Exception as error:
             raise StoreOpenError(f"cannot open Cassandra at {where}: {one_line(error)}") from error
         try:
             session = cluster.connect()
+            existed = bool(session.execute(session.prepare(SELECT_KEYSPACE), (keyspace,)).all())
+            if not existed and not create:
+                raise StoreOpenError(f"no store at {where}: keyspace {keyspace!r} does not exist")
             session.execute(
                 f'CREATE KEYSPACE IF NOT EXISTS "{keyspace}" WITH replication = {replication_map}',
                 timeout=DDL_TIMEOUT,
             )
             storage = cls(session, keyspace, table, **options)
+            storage.created_keyspace = not existed
+            if storage.dimension is None and not create:
+                raise StoreOpenError(
+                    f"no store at {where}: keyspace {keyspace!r} has no table {table}_nodes"
+                )
             if replication is not None and storage.replicas != replication_factor(replication):
                 raise StoreOpenError(
                     f"Cassandra keyspace {keyspace!r} exists with replication factor "
@@ -536,6 +556,20 @@ class CassandraStorage(Storage):
                 self._schema_ready = False
 
         await asyncio.to_thread(drop_tables)
+
+    async def drop_created_keyspace(self) -> None:
+        """Drop the keyspace `connect` created, if it holds no table yet: a command that
+        failed before its first write leaves nothing behind."""
+        if not self.created_keyspace:
+            return
+
+        def drop_if_unused() -> None:
+            if not self._requests.execute_now(SELECT_TABLES, (self.keyspace,)):
+                self.session.execute(
+                    f'DROP KEYSPACE IF EXISTS "{self.keyspace}"', timeout=DDL_TIMEOUT
+                )
+
+        await asyncio.to_thread(drop_if_unused)
 
     async def close(self) -> None:
         """Shut the cluster down if `connect` made it; a caller's session is left open."""

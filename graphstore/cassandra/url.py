@@ -96,6 +96,11 @@ def parse_url(url: str) -> CassandraURL:
     unknown = sorted(set(query) - set(OPTIONS))
     if unknown:
         raise InvalidInputError(f"unknown cassandra:// URL option(s): {', '.join(unknown)}")
+    repeated = sorted(name for name, values in query.items() if len(values) > 1)
+    if repeated:
+        raise InvalidInputError(f"cassandra:// URL option(s) given twice: {', '.join(repeated)}")
+    if parts.fragment or url.endswith("#"):
+        raise InvalidInputError("a cassandra:// URL has no '#' part: remove it")
     table = query.get("table", [DEFAULT_TABLE])[-1]
     both = query.get("consistency", [DEFAULT_LEVEL])[-1]
     consistency = Consistency(
