@@ -178,7 +178,7 @@ def load_recorded(recorded: str | None) -> Embeddings:
     if Path(recorded).is_absolute():
         raise InvalidInputError(
             f"this store's passages were embedded with the model in {recorded}, "
-            "which is no longer there"
+            "which is no longer there: pass --model with where it is now"
         )
     raise InvalidInputError(
         f"this store's passages were embedded with {recorded}, which the command line cannot "

@@ -16,11 +16,12 @@ import weakref
 from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from graphstore.embeddings import model_id
 from graphstore.errors import InvalidInputError
-from graphstore.filters import parse_filter
+from graphstore.filters import EVERYTHING, parse_filter
 from graphstore.links import as_links
 from graphstore.metadata import Filter, check_metadata
 from graphstore.nodes import Hit, Node, StoredNode, Vector, unit
@@ -32,6 +33,9 @@ from graphstore.utf8 import check_utf8
 T = TypeVar("T")
 
 MAX_ID_LENGTH = 512
+SAME_MODEL_COSINE = 0.99
+"""A passage embedded again by the same weights comes within float rounding of its stored
+vector (cosine ~1.0); two different models, even of one family, stay far below."""
 
 Query = str | Sequence[float]
 """What every search takes: the query text (embedded by the store's model) or its vector."""
@@ -118,6 +122,8 @@ class GraphStore:
         self._recorded_model: str | None = None
         """The model the store records, once read (or recorded by this object's first write)."""
         self._model_read = False
+        self._accepted_model: str | None = None
+        """A model named unlike the record and found to embed as it did (`_embeds_as_stored`)."""
         self.batch_size = check_count("batch_size", batch_size)
         self.traversal = Traversal(storage, check_count("concurrency", concurrency, 1, 1024))
 
@@ -385,7 +391,9 @@ class GraphStore:
 
     async def _checked_model(self, *, writing: bool) -> Embeddings:
         """The store's model, once checked against the one its passages were embedded with
-        (recorded at the first write): vectors of two models side by side rank at random."""
+        (recorded at the first write): vectors of two models side by side rank at random.
+        A model recorded under another name is accepted when it embeds a stored passage as
+        its stored vector (the same weights: a moved folder, another wrapper)."""
         if self.embeddings is None:
             raise InvalidInputError("this store has no embedding model; pass vectors instead")
         given = model_id(self.embeddings)
@@ -394,12 +402,33 @@ class GraphStore:
         elif self._recorded_model is None and not self._model_read:
             self._recorded_model = await self.storage.recorded_model()
             self._model_read = True
-        if self._recorded_model not in (None, given):
+        if self._recorded_model in (None, given) or self._accepted_model == given:
+            return self.embeddings
+        if not await self._embeds_as_stored(self.embeddings):
             raise InvalidInputError(
                 f"this store's passages were embedded with {self._recorded_model}, not {given}: "
                 f"use {self._recorded_model} (two models' vectors side by side rank at random)"
             )
+        self._accepted_model = given
         return self.embeddings
+
+    async def _embeds_as_stored(self, model: Embeddings) -> bool:
+        """Whether `model` embeds a stored passage as the store holds it (cosine at least
+        `SAME_MODEL_COSINE`); true for a store with no passages yet."""
+        dimension = self.storage.dimension
+        if dimension is None:
+            return True
+        axis = np.zeros(dimension, dtype=np.float32)
+        axis[0] = 1.0
+        sample = await self.storage.search_hits(axis, 1, EVERYTHING)
+        stored = await self.storage.get([hit.id for hit in sample])
+        if not stored:
+            return True
+        vector = np.asarray((await model.aembed_documents([stored[0].node.text]))[0], np.float32)
+        if vector.shape != (dimension,) or not np.all(np.isfinite(vector)):
+            return False
+        norm = float(np.linalg.norm(vector))
+        return norm > 0 and float(stored[0].embedding @ vector) / norm >= SAME_MODEL_COSINE
 
     async def aembed_query(self, query: str) -> list[float]:
         """The query's embedding from the store's model."""

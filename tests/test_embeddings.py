@@ -57,6 +57,15 @@ class OtherModel(KeyedEmbeddings):
 
     model_id = "other"
 
+    def _embed(self, text: str) -> list[float]:
+        return super()._embed(f"other model: {text}")
+
+
+class RenamedModel(KeyedEmbeddings):
+    """The keyed model's weights under another name (a moved folder, another wrapper)."""
+
+    model_id = "renamed"
+
 
 def test_a_model_is_named_by_what_loads_it_again():
     assert model_id(load_embeddings("minilm")) == "minilm"
@@ -81,6 +90,26 @@ async def test_a_store_refuses_a_model_other_than_the_one_its_passages_were_embe
     again = GraphStore(KeyedEmbeddings(dimension=4), open_backend())
     assert [hit.node.id for hit in await again.asimilarity_search("alpha", k=1)] == ["a"]
     await again.aadd_nodes([Node("b", "beta")])
+
+
+async def test_the_same_weights_under_another_name_are_accepted(open_backend):
+    store = GraphStore(KeyedEmbeddings(dimension=4), open_backend())
+    await store.aadd_nodes([Node("a", "alpha")])
+    renamed = GraphStore(RenamedModel(dimension=4), open_backend())
+    assert [hit.node.id for hit in await renamed.asearch("alpha", k=1)] == ["a"]
+    await renamed.aadd_nodes([Node("b", "beta")])
+    assert await renamed.storage.recorded_model() == "keyed"
+    with pytest.raises(InvalidInputError, match="embedded with keyed, not other"):
+        await GraphStore(OtherModel(dimension=4), open_backend()).asearch("alpha")
+
+
+async def test_a_record_with_no_passages_refuses_no_model(open_backend):
+    """A first ingest that failed after its model was recorded leaves a record and no
+    passage embedded with that model."""
+    await open_backend().record_model("gone")
+    store = GraphStore(OtherModel(dimension=4), open_backend())
+    await store.aadd_nodes([Node("a", "alpha")])
+    assert [hit.node.id for hit in await store.asearch("alpha", k=1)] == ["a"]
 
 
 class BrokenModel(KeyedEmbeddings):

@@ -10,6 +10,7 @@ import asyncio
 import math
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pytest
 from graphstore import GraphStore, InvalidInputError, Link, Node
 from graphstore.cli import main
 from graphstore.embedded import EmbeddedStorage
+from graphstore.embeddings import minilm_dir
 from graphstore.filter_expressions import filter_of
 from graphstore.links import MAX_TAG_LENGTH
 from graphstore.location import open_storage, redact
@@ -440,6 +442,23 @@ def test_case12_an_unresolvable_cassandra_host_is_one_line(capsys):
     one_line_error(status, err, "cannot open Cassandra at nohost.invalid:9042: no host name")
 
 
+def test_case12_a_moved_model_folder_is_found_again_with_model(models, tmp_path, capsys):
+    """A store records a model folder by its path; after the folder moves, `--model` with
+    its new place is accepted (it embeds the stored passages as they are), not refused as
+    another model."""
+    folder = tmp_path / "model"
+    shutil.copytree(minilm_dir(), folder, copy_function=os.symlink)
+    store, page = str(tmp_path / "s.db"), str(SAMPLE / "errors.html")
+    assert cli(capsys, "--store", store, "--model", str(folder), "ingest", page)[0] == 0
+    moved = folder.rename(tmp_path / "moved")
+    status, _, err = cli(capsys, "--store", store, "search", "exception")
+    one_line_error(status, err, f"embedded with the model in {folder}, which is no longer there")
+    assert "--model" in err
+    status, out, _ = cli(capsys, "--store", store, "--model", str(moved), "search", "exception")
+    assert status == 0
+    assert "errors.html#" in out
+
+
 def test_case12_a_folder_that_is_not_a_model_is_one_line(models, tmp_path, capsys):
     store = tmp_path / "s.db"
     assert cli(capsys, "--store", str(store), "ingest", str(SAMPLE / "errors.html"))[0] == 0
@@ -450,7 +469,7 @@ def test_case12_a_folder_that_is_not_a_model_is_one_line(models, tmp_path, capsy
     one_line_error(status, err, "is not a sentence-transformers model directory")
     (folder / "config.json").write_text("{}")
     status, _, err = cli(capsys, "--store", str(store), "--model", str(folder), "search", "x")
-    one_line_error(status, err, f"embedded with minilm, not {folder}")
+    one_line_error(status, err, f"cannot load the model in {folder}")
     new = tmp_path / "new.db"
     page = str(SAMPLE / "errors.html")
     status, _, err = cli(capsys, "--store", str(new), "--model", str(folder), "ingest", page)
