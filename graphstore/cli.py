@@ -391,6 +391,11 @@ async def _command(
         print(f"store: {shown}\npassages: {stats.nodes}\ntags: {stats.tags}")
         print(f"tag rows: {stats.tag_rows}\nembedding dimension: {stats.dimension or 'none yet'}")
         print(f"embedding model: {await store.storage.recorded_model() or 'not recorded'}")
+        if stats.corrupt_rows:
+            print(
+                f"corrupt rows: {stats.corrupt_rows}, left out of searches "
+                "(`graphstore check` lists them; ingest them again to repair)"
+            )
         if stats.tag_frequencies:
             print("most frequent tags (passages linking in):")
             for (kind, tag), count in stats.tag_frequencies.items():

@@ -40,10 +40,10 @@ from numpy.typing import NDArray
 from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
 from graphstore.filter_index import FilterIndex, Mask
 from graphstore.filters import EVERYTHING, Condition, FilterValues
-from graphstore.links import TagKey, decode_links, encode_links, incoming_tags, outgoing_tags
+from graphstore.links import TagKey, encode_links, incoming_tags, outgoing_tags
 from graphstore.nodes import Node, StoredNode, TagHit, Vector
 from graphstore.sqlite_file import cause, open_file
-from graphstore.storage import ScoredNode, Storage, StoreStats
+from graphstore.storage import ScoredNode, Storage, StoreStats, corrupt_row, decode_node
 
 READ_CHUNK = 500
 """Ids per `IN (…)` query, below SQLite's bound-parameter limit."""
@@ -347,6 +347,10 @@ class EmbeddedStorage(Storage):
         self.read_only = opened.read_only
         self._has_change_log = opened.has_change_log
         self._index = _Index(None)
+        self._corrupt: dict[str, str] = {}
+        """Rows changed outside graphstore that cannot be decoded, with the reason: left out
+        of the index (no search returns them), so the rest of the store stays usable;
+        `check` and `stats` report them, and writing the node again repairs it."""
         self._seq = -1
         self._data_version: int | None = None
         try:
@@ -408,38 +412,49 @@ class EmbeddedStorage(Storage):
                     "SELECT id, metadata, links, embedding, 0 FROM nodes"
                 ).fetchall()
                 gone = []
-        entries = [
-            _Entry.of(
-                StoredNode(
-                    self._node(node_id, "", metadata, links),
-                    np.frombuffer(blob, dtype=np.float32),
-                )
-            )
-            for node_id, metadata, links, blob, _ in rows
-        ]
         if not self._has_change_log:
             self._index = _Index(None)
+            self._corrupt = {}
         if dimension is not None:
             self._index.set_dimension(int(dimension))
         for node_id, _ in gone:
             self._index.remove(node_id)
-        for entry in entries:
-            self._index.put(entry)
+            self._corrupt.pop(node_id, None)
+        for node_id, metadata, links, blob, _ in rows:
+            entry = self._entry(node_id, metadata, links, blob)
+            if isinstance(entry, str):
+                self._index.remove(node_id)
+                self._corrupt[node_id] = entry
+            else:
+                self._index.put(entry)
+                self._corrupt.pop(node_id, None)
         self._seq = max([self._seq, *(row[-1] for row in rows), *(seq for _, seq in gone)])
         self._data_version = version
 
     def _node(self, node_id: str, text: str, metadata: str, links: str) -> Node:
         """A stored row as a node; a row changed outside graphstore is a one-line error."""
         try:
-            decoded = json.loads(metadata)
-            if not isinstance(decoded, dict):
-                raise TypeError("metadata is not a JSON object")
-            return Node(node_id, text, decoded, decode_links(links))
-        except (ValueError, TypeError) as error:
-            raise StorageError(
-                f"{self.path}: the row of {node_id!r} is corrupt (changed outside graphstore?): "
-                f"{str(error).splitlines()[0]}"
-            ) from None
+            return decode_node(node_id, text, metadata, links)
+        except StorageError as error:
+            raise StorageError(f"{self.path}: {error}") from None
+
+    def _wrong_size(self, node_id: str, blob: bytes) -> str:
+        """Why a row's embedding `blob` does not fit the store's dimension ("" when it fits)."""
+        dimension = self._index.dimension
+        if dimension is None or len(blob) == 4 * dimension:
+            return ""
+        return corrupt_row(node_id, f"its embedding has {len(blob)} bytes, not {4 * dimension}")
+
+    def _entry(self, node_id: str, metadata: str, links: str, blob: bytes) -> _Entry | str:
+        """A stored row's index entry, or why the row cannot be indexed (see `_corrupt`)."""
+        wrong_size = self._wrong_size(node_id, blob)
+        if wrong_size:
+            return wrong_size
+        try:
+            node = decode_node(node_id, "", metadata, links)
+        except StorageError as error:
+            return str(error)
+        return _Entry.of(StoredNode(node, np.frombuffer(blob, dtype=np.float32)))
 
     def _meta(self, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -489,6 +504,7 @@ class EmbeddedStorage(Storage):
                     self._write(stored, seq)
             for entry in entries:
                 self._index.put(entry)
+                self._corrupt.pop(entry.id, None)
 
     def _set_dimension(self, size: int) -> None:
         dimension = self._meta("dimension")
@@ -533,6 +549,7 @@ class EmbeddedStorage(Storage):
                         removed.append(node_id)
             for node_id in removed:
                 self._index.remove(node_id)
+                self._corrupt.pop(node_id, None)
             return len(removed)
 
     def _rows(self, ids: Sequence[str]) -> list[StoredNode]:
@@ -544,6 +561,9 @@ class EmbeddedStorage(Storage):
             # Only "?" placeholders are formatted in; the ids are bound parameters.
             query = f"SELECT id, text, metadata, links, embedding FROM nodes WHERE id IN ({marks})"  # noqa: S608
             for node_id, text, metadata, links, blob in self._db.execute(query, chunk):
+                wrong_size = self._wrong_size(node_id, blob)
+                if wrong_size:
+                    raise StorageError(f"{self.path}: {wrong_size}")
                 node = self._node(node_id, text, metadata, links)
                 found[node_id] = StoredNode(node, np.frombuffer(blob, dtype=np.float32))
         return [found[node_id] for node_id in ids if node_id in found]
@@ -632,6 +652,7 @@ class EmbeddedStorage(Storage):
                 tags=len(postings),
                 dimension=self._index.dimension,
                 tag_frequencies={tag: len(postings[tag]) for tag in frequent},
+                corrupt_rows=len(self._corrupt),
             )
 
     async def node_ids(self) -> list[str]:
@@ -651,17 +672,19 @@ class EmbeddedStorage(Storage):
             rows: dict[str, set[TagKey]] = {}
             for kind, tag, node_id in self._db.execute("SELECT kind, tag, node_id FROM tags"):
                 rows.setdefault(node_id, set()).add((kind, tag))
-            dimension = self._index.dimension
-            for node_id, links, blob in self._db.execute("SELECT id, links, embedding FROM nodes"):
-                expected = incoming_tags(decode_links(links))
+            for node_id, metadata, links, blob in self._db.execute(
+                "SELECT id, metadata, links, embedding FROM nodes"
+            ):
+                entry = self._entry(node_id, metadata, links, blob)
+                if isinstance(entry, str):
+                    problems.append(f"{entry}: left out of searches; ingest it again to repair")
+                    continue
                 actual = rows.get(node_id, set())
-                if expected != actual:
+                if entry.incoming != actual:
                     problems.append(
                         f"node {node_id!r} has tag rows {sorted(actual)} "
-                        f"but incoming links {sorted(expected)}"
+                        f"but incoming links {sorted(entry.incoming)}"
                     )
-                if dimension is not None and len(blob) != 4 * dimension:
-                    problems.append(f"node {node_id!r} has an embedding of the wrong size")
             return problems
 
     async def close(self) -> None:

@@ -9,13 +9,33 @@ under this tag" from the tag's own rows.  No edge between two nodes is ever stor
 from __future__ import annotations
 
 import asyncio
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from graphstore.errors import StorageError
 from graphstore.filters import EVERYTHING, Condition
-from graphstore.links import TagKey
-from graphstore.nodes import StoredNode, TagHit, Vector
+from graphstore.links import TagKey, decode_links
+from graphstore.nodes import Node, StoredNode, TagHit, Vector
+
+
+def corrupt_row(node_id: str, reason: object) -> str:
+    """What is said of a node row that was changed outside graphstore and cannot be read."""
+    told = str(reason).splitlines()[0] if str(reason) else type(reason).__name__
+    return f"the row of {node_id!r} is corrupt (changed outside graphstore?): {told}"
+
+
+def decode_node(node_id: str, text: str, metadata: str, links: str) -> Node:
+    """A node from its row's JSON columns; a row that is not graphstore's (metadata that is
+    no JSON object, links that are no link list) is a one-line `StorageError`."""
+    try:
+        decoded = json.loads(metadata)
+        if not isinstance(decoded, dict):
+            raise TypeError("metadata is not a JSON object")
+        return Node(node_id, text, decoded, decode_links(links))
+    except (ValueError, TypeError) as error:
+        raise StorageError(corrupt_row(node_id, error)) from None
 
 
 @dataclass(frozen=True)
@@ -36,6 +56,9 @@ class StoreStats:
     dimension: int | None
     tag_frequencies: dict[TagKey, int] = field(default_factory=dict)
     """How many nodes link in to each tag (only the most frequent, when the backend caps it)."""
+    corrupt_rows: int = 0
+    """Node rows changed outside graphstore that cannot be read (left out of searches;
+    `check` lists them).  Backends that decode rows only when reading them count none."""
 
 
 class Storage(ABC):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import struct
 import uuid
 from collections.abc import AsyncIterator
@@ -20,7 +21,7 @@ from graphstore.cassandra.consistency import Consistency
 from graphstore.cassandra.rows import ranked_groups
 from graphstore.cassandra.session import key_chunks
 from graphstore.cassandra.tag_reads import IN_TAGS
-from graphstore.errors import InvalidInputError, StoreOpenError
+from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
 from graphstore.filters import EVERYTHING, parse_filter
 from graphstore.nodes import StoredNode, unit
 from graphstore.store import run_sync
@@ -442,3 +443,29 @@ async def test_roots_carry_their_nodes_so_a_search_reads_only_the_linked_nodes_i
         "b",
     ]
     assert asked == [["far"]]
+
+
+async def test_a_row_changed_outside_graphstore_is_a_one_line_error_that_check_names(storage):
+    """A node row whose metadata is not graphstore's JSON used to end a search that
+    returned it, and `show`, with a JSONDecodeError traceback; check passed it."""
+    link = Link.bidir("kw", "shared")
+    store = GraphStore(None, storage)
+    await store.aadd_nodes(
+        [Node("a", "text", {"x": 1}, frozenset({link})), Node("b", "more", {}, frozenset({link}))],
+        vectors=[[1.0, 0.0], [0.9, 0.1]],
+    )
+    storage.session.execute(
+        f'UPDATE "{KEYSPACE}"."{storage.table}_nodes" SET metadata = %s WHERE node_id = %s',
+        ("{not json", "a"),
+    )
+    message = "the row of 'a' is corrupt (changed outside graphstore?)"
+    with pytest.raises(StorageError, match=re.escape(message)):
+        await store.aget(["a"])
+    with pytest.raises(StorageError, match=re.escape(message)):
+        await store.asimilarity_search([1.0, 0.0], k=2)
+    problems = await store.acheck()
+    assert len(problems) == 1
+    assert problems[0].startswith(message)
+    await store.aadd_nodes([Node("a", "text", {"x": 1}, frozenset({link}))], vectors=[[1.0, 0.0]])
+    assert [hit.node.id for hit in await store.asimilarity_search([1.0, 0.0], k=2)] == ["a", "b"]
+    assert await store.acheck() == []

@@ -612,22 +612,51 @@ def test_a_gliner_model_that_cannot_load_is_a_one_line_error(
     assert (tmp_path / "s.db").read_bytes() == before
 
 
-@pytest.mark.parametrize(
-    ("column", "value"),
-    [("metadata", "{not json"), ("metadata", "[1, 2]"), ("links", '[["kind", "in"]]')],
-)
-@pytest.mark.parametrize("command", [["check"], ["stats"], ["show", "a"]])
-def test_a_row_changed_outside_graphstore_is_a_one_line_error(
-    tmp_path, capsys, column, value, command
-):
-    path = tmp_path / "s.db"
+CORRUPT_ROWS = [
+    ("metadata", "{not json"),
+    ("metadata", "[1, 2]"),
+    ("links", '[["kind", "in"]]'),
+    ("embedding", b"\x00" * 12),
+]
+
+
+def _store_with_a_corrupt_row(path: Path, column: str, value: Any) -> None:
     store = GraphStore(None, EmbeddedStorage(path))
-    store.add_nodes([Node("a", "text", {"x": 1}, frozenset())], vectors=[[1.0, 0.0]])
+    link = Link("kw", "bidir", "shared")
+    store.add_nodes(
+        [Node("a", "text", {"x": 1}, frozenset({link})), Node("b", "more", {}, frozenset({link}))],
+        vectors=[[1.0, 0.0], [0.9, 0.1]],
+    )
     store.close()
     with sqlite3.connect(path) as db:
         db.execute(f"UPDATE nodes SET {column} = ? WHERE id = 'a'", (value,))
-    status, _, err = cli(capsys, "--store", str(path), *command)
+
+
+@pytest.mark.parametrize(("column", "value"), CORRUPT_ROWS)
+def test_a_row_changed_outside_graphstore_leaves_the_rest_of_the_store_usable(
+    tmp_path, capsys, column, value
+):
+    """One corrupt row used to make every command fail: now searches leave it out, stats
+    counts it, check lists it, reading it is a one-line error, and writing it repairs it."""
+    path = tmp_path / "s.db"
+    _store_with_a_corrupt_row(path, column, value)
+    status, out, _ = cli(capsys, "--store", str(path), "check")
+    assert status == 1
+    assert "the row of 'a' is corrupt (changed outside graphstore?)" in out
+    assert "1 problems found" in out
+    status, out, _ = cli(capsys, "--store", str(path), "stats")
+    assert status == 0
+    assert "passages: 1\n" in out
+    assert "corrupt rows: 1" in out
+    status, _, err = cli(capsys, "--store", str(path), "show", "a")
     one_line_error(status, err, "the row of 'a' is corrupt")
+    store = GraphStore(None, EmbeddedStorage(path))
+    assert [hit.node.id for hit in store.search([1.0, 0.0], k=2)] == ["b"]
+    assert [hit.node.id for hit in store.similarity_search([1.0, 0.0], k=2)] == ["b"]
+    store.add_nodes([Node("a", "text", {"x": 1}, frozenset())], vectors=[[1.0, 0.0]])
+    assert [hit.node.id for hit in store.similarity_search([1.0, 0.0], k=2)] == ["a", "b"]
+    assert run_sync(store.acheck()) == []
+    store.close()
 
 
 def test_ingest_refuses_a_root_that_is_no_folder_and_an_empty_links_list(

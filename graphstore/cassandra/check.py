@@ -27,8 +27,9 @@ from graphstore.cassandra.queries import (
 )
 from graphstore.cassandra.rows import tag_map, tag_set
 from graphstore.cassandra.session import Requests
-from graphstore.links import TagKey, decode_links, incoming_tags
-from graphstore.storage import StoreStats
+from graphstore.errors import StorageError
+from graphstore.links import TagKey, incoming_tags
+from graphstore.storage import StoreStats, decode_node
 
 
 def _where(place: int) -> str:
@@ -42,11 +43,20 @@ def layout_problems(
     directory: Mapping[TagKey, int],
 ) -> list[str]:
     """Problems found in scans of the node table (node_id, links, outgoing, filter_terms,
-    tag_buckets), the small parts (kind, tag, buckets, node_id, outgoing, filter_terms), the
-    buckets (kind, tag, bucket, node_id, outgoing, filter_terms) and the directory."""
+    tag_buckets, metadata), the small parts (kind, tag, buckets, node_id, outgoing,
+    filter_terms), the buckets (kind, tag, bucket, node_id, outgoing, filter_terms) and the
+    directory.  A node row that cannot be read is reported once, not its tag rows."""
+    problems: list[str] = []
     nodes = {}
-    for node_id, links, outgoing, terms, tag_buckets in node_rows:
-        placed = placements(incoming_tags(decode_links(links)), tag_map(tag_buckets))
+    corrupt = set()
+    for node_id, links, outgoing, terms, tag_buckets, metadata in node_rows:
+        try:
+            node = decode_node(node_id, "", metadata, links)
+        except StorageError as error:
+            problems.append(f"{error}: ingest it again to repair")
+            corrupt.add(node_id)
+            continue
+        placed = placements(incoming_tags(node.links), tag_map(tag_buckets))
         nodes[node_id] = (placed, tag_set(outgoing), frozenset(terms or ()))
     rows: list[tuple[TagKey, int, str, Any, Any]] = []
     buckets: dict[TagKey, int] = {}
@@ -55,7 +65,6 @@ def layout_problems(
         if node_id is not None:
             rows.append(((kind, tag), SMALL, node_id, outgoing, terms))
     rows.extend(((kind, tag), bucket, *rest) for kind, tag, bucket, *rest in hot_rows)
-    problems: list[str] = []
     found: dict[str, dict[TagKey, list[int]]] = {}
     in_buckets: Counter[TagKey] = Counter()
     for (kind, tag), place, node_id, outgoing, terms in rows:
@@ -66,6 +75,8 @@ def layout_problems(
                     f"tag ({kind!r}, {tag!r}) has a row of node {node_id!r} in bucket {place}, "
                     f"beyond its {buckets.get((kind, tag), 0)} buckets: searches miss it"
                 )
+        if node_id in corrupt:
+            continue
         if node_id not in nodes:
             problems.append(f"tag row ({kind!r}, {tag!r}) points at missing node {node_id!r}")
             continue

@@ -82,7 +82,7 @@ INSERT_META = "INSERT INTO {meta} (name, value) VALUES (?, ?)"
 SELECT_MODEL = "SELECT value FROM {meta} WHERE name = 'model'"
 INSERT_MODEL = "INSERT INTO {meta} (name, value) VALUES ('model', ?) IF NOT EXISTS"
 
-SCAN_NODES = "SELECT node_id, links, outgoing, filter_terms, tag_buckets FROM {nodes}"
+SCAN_NODES = "SELECT node_id, links, outgoing, filter_terms, tag_buckets, metadata FROM {nodes}"
 SCAN_NODE_IDS = "SELECT node_id FROM {nodes}"
 SCAN_TAGS = "SELECT kind, tag, buckets, node_id, outgoing, filter_terms FROM {tags}"
 SCAN_HOT = "SELECT kind, tag, bucket, node_id, outgoing, filter_terms FROM {hot}"

@@ -226,7 +226,7 @@ class RangeColumns:
         rows = self._requests.execute_now(self._requests.cql(SCAN_NODES), ())
         nodes = [
             (node_id, tag_map(tag_buckets), FilterValues.of_terms(terms or ()))
-            for node_id, _, _, terms, tag_buckets in rows
+            for node_id, _, _, terms, tag_buckets, _ in rows
         ]
         needed = set().union(*(wanted(values) for _, _, values in nodes)) if nodes else set()
         self._add(needed)

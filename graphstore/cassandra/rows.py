@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from graphstore.links import TagKey, decode_links
-from graphstore.nodes import Node, StoredNode, TagHit, Vector
+from graphstore.links import TagKey
+from graphstore.nodes import StoredNode, TagHit, Vector
+from graphstore.storage import decode_node
 
 TAG_SETS_KEPT = 4096
 """Decoded `outgoing` texts kept, the most recently read (~4 KB each at 15 tags)."""
@@ -45,7 +46,7 @@ def tag_hits(rows: Sequence[Any], *, with_nodes: bool = False) -> list[TagHit]:
             as_vector(row[1]),
             tag_set(row[2]),
             2.0 * float(row[3]) - 1.0,
-            partial(node_of, row[0], *row[4:7]) if with_nodes else None,
+            partial(decode_node, row[0], *row[4:7]) if with_nodes else None,
         )
         for row in rows
     ]
@@ -103,14 +104,9 @@ def as_vectors(values: Sequence[bytes | Sequence[float]]) -> np.ndarray:
     return np.stack([as_vector(value) for value in values])
 
 
-def node_of(node_id: str, text: str, metadata: str, links: str) -> Node:
-    """A node from its row's columns."""
-    return Node(node_id, text, json.loads(metadata), decode_links(links))
-
-
 def stored_node(row: Sequence[Any]) -> StoredNode:
     """A node row whose first columns are (node_id, text, metadata, links, embedding)."""
-    return StoredNode(node_of(*row[:4]), as_vector(row[4]))
+    return StoredNode(decode_node(*row[:4]), as_vector(row[4]))
 
 
 def tag_map(values: Any) -> dict[TagKey, int]:
