@@ -393,11 +393,18 @@ class GraphStore:
         """The store's model, once checked against the one its passages were embedded with
         (recorded at the first write): vectors of two models side by side rank at random.
         A model recorded under another name is accepted when it embeds a stored passage as
-        its stored vector (the same weights: a moved folder, another wrapper)."""
+        its stored vector (the same weights: a moved folder, another wrapper); so is the
+        first model recorded in a store that already holds passages."""
         if self.embeddings is None:
             raise InvalidInputError("this store has no embedding model; pass vectors instead")
         given = model_id(self.embeddings)
         if self._recorded_model is None and writing:
+            if not await self._embeds_as_stored(self.embeddings):  # passages from before records
+                raise InvalidInputError(
+                    f"this store's passages were not embedded with {given} (the store records "
+                    "no model: it was written before graphstore recorded one, or from given "
+                    "vectors): use the model they were embedded with"
+                )
             self._recorded_model = await self.storage.record_model(given)
         elif self._recorded_model is None and not self._model_read:
             self._recorded_model = await self.storage.recorded_model()

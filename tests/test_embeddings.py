@@ -127,3 +127,19 @@ async def test_a_model_that_fails_is_not_recorded(open_backend):
     store = GraphStore(OtherModel(dimension=4), open_backend())
     await store.aadd_nodes([Node("a", "alpha")])
     assert await store.storage.recorded_model() == "other"
+
+
+async def test_a_store_that_records_no_model_records_only_the_one_its_passages_match(
+    open_backend,
+):
+    """Passages written before stores recorded a model (here: from given vectors): the
+    first ingest with a model used to record that model whatever the passages were."""
+    model = KeyedEmbeddings(dimension=4)
+    store = GraphStore(None, open_backend())
+    await store.aadd_nodes([Node("a", "alpha")], vectors=[model.embed_query("alpha")])
+    with pytest.raises(InvalidInputError, match="passages were not embedded with other"):
+        await GraphStore(OtherModel(dimension=4), open_backend()).aadd_nodes([Node("b", "beta")])
+    assert await open_backend().recorded_model() is None
+    assert [node.id for node in await store.aget(["a", "b"])] == ["a"]
+    await GraphStore(RenamedModel(dimension=4), open_backend()).aadd_nodes([Node("b", "beta")])
+    assert await open_backend().recorded_model() == "renamed"
