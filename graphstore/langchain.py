@@ -141,13 +141,18 @@ class GraphStoreVectorStore(GraphVectorStore):
         return self.add_documents(self._documents(texts, metadatas), ids=ids)
 
     async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
-        """Delete documents by id; unknown ids are ignored."""
-        await self.store.adelete(ids or [])
+        """Delete documents by id; unknown ids are ignored.  No ids is refused rather than
+        read as "everything" (as some LangChain stores do) or as nothing."""
+        if ids is None:
+            raise InvalidInputError("delete needs the ids of the documents to delete")
+        if kwargs:
+            raise InvalidInputError(f"unknown delete option {sorted(kwargs)[0]!r}")
+        await self.store.adelete(ids)
         return True
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """Sync twin of `adelete`."""
-        return run_sync(self.adelete(ids))
+        return run_sync(self.adelete(ids, **kwargs))
 
     async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The documents with these ids (unknown ids skipped, duplicates once)."""

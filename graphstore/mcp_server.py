@@ -91,6 +91,8 @@ def card_json(card: Card, as_of_chapter: int | None) -> dict[str, Any]:
 def _passage(given: PassageInput, mentions_links: set[Link]) -> Node:
     if given.metadata.get("kind") == CARD:
         raise InvalidInputError(f"{given.id}: metadata kind 'card' is for cards: use put_card")
+    if given.id.startswith(f"{CARD}:"):
+        raise InvalidInputError(f"{given.id}: ids starting '{CARD}:' are card ids: use put_card")
     if "chapter" in given.metadata:
         check_chapter(f"{given.id}: metadata chapter", given.metadata["chapter"])
     links = as_links([link.model_dump() for link in given.links])

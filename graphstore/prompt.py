@@ -30,6 +30,7 @@ from graphstore.scene import SceneCard, card_entry, passage_entry, scene_cards
 from graphstore.sections import Section, TokenCounter, fill
 from graphstore.store import GraphStore, run_sync
 from graphstore.strategy import MAX_K, check_count, check_fraction
+from graphstore.utf8 import check_utf8
 
 CJK = re.compile(
     r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
@@ -137,6 +138,7 @@ async def awriter_context(
     check_fraction("card_share", card_share)
     if not isinstance(scene, str) or not scene.strip():
         raise InvalidInputError("the scene must be a non-empty string")
+    check_utf8("the scene", scene)
     vector = await store.aembed_query(scene)
     hits = await _search(store, vector, k, as_of_filter(filter, as_of_chapter), options)
     cards = scene_cards(await anearest_cards(store, vector), scene, hits)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bs4 import BeautifulSoup, Tag
@@ -47,6 +47,9 @@ class Passage:
     text: str
     section: tuple[str, ...] = ()
     html: str | None = None
+    prologue: bool = False
+    """Before the first chapter heading of a document that has chapters (front matter, a
+    楔子): chapter 0, so that a search as of any chapter finds it."""
 
     @property
     def id(self) -> str:
@@ -55,8 +58,9 @@ class Passage:
 
     @property
     def chapter(self) -> int | None:
-        """The number of the chapter the passage is in (its innermost chapter heading)."""
-        return section_chapter(self.section)
+        """The number of the chapter the passage is in (its innermost chapter heading), 0
+        for a prologue."""
+        return 0 if self.prologue else section_chapter(self.section)
 
 
 def passage_source(node_id: str) -> str | None:
@@ -172,7 +176,7 @@ def _pack_sections(
     for section, lines in sections:
         for chunk in pack(_paragraphs("\n".join(lines)), max_chars):
             passages.append(Passage(source, len(passages), chunk, section))
-    return passages
+    return with_prologue(passages)
 
 
 def markdown_heading(line: str) -> tuple[int, str] | None:
@@ -258,7 +262,7 @@ def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
             for number, piece in enumerate(pack([content], max_chars)):
                 blocks.append((piece, "" if number else markup))
     flush()
-    return passages
+    return with_prologue(passages)
 
 
 SPLITTERS = {"text": split_text, "markdown": split_markdown, "html": split_html}
@@ -271,3 +275,10 @@ def split_file(path: Path, source: str, max_chars: int = MAX_CHARS) -> list[Pass
     if kind is None:
         raise InvalidInputError(f"{path}: unsupported file type {path.suffix or '(none)'}")
     return SPLITTERS[kind](source, read_text(path), max_chars)
+
+
+def with_prologue(passages: list[Passage]) -> list[Passage]:
+    """`passages` with those before the first chapter marked as its prologue (chapter 0),
+    when the document has chapters at all."""
+    first = next((i for i, passage in enumerate(passages) if passage.chapter is not None), 0)
+    return [replace(p, prologue=True) for p in passages[:first]] + passages[first:]

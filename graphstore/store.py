@@ -276,10 +276,14 @@ class GraphStore:
         start_k: int | None = None,
         filter: Filter | None = None,
         stats: TraversalStats | None = None,
+        **options: Any,
     ) -> list[Hit]:
         """`k` nodes breadth-first from the `start_k` nearest (default: half of `k`, rounded
         up) within `depth` tag hops, by depth then similarity; padded with the next-nearest
         when fewer are reached."""
+        if options:
+            known = "adjacent_k, depth, filter, k, start_k, stats"
+            raise InvalidInputError(f"unknown search option {sorted(options)[0]!r}; known: {known}")
         check_count("k", k)
         roots = check_count("start_k", math.ceil(k / 2) if start_k is None else start_k)
         check_count("depth", depth, 0, MAX_DEPTH)
@@ -387,6 +391,7 @@ class GraphStore:
         for node_id in listed:
             if not isinstance(node_id, str) or not node_id:
                 raise InvalidInputError(f"ids must be non-empty strings, got {node_id!r}")
+            check_utf8("an id", node_id)
         return listed
 
     async def _checked_model(self, *, writing: bool) -> Embeddings:
@@ -441,6 +446,7 @@ class GraphStore:
         """The query's embedding from the store's model."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("the query must be a non-empty string or a vector")
+        check_utf8("the query", query)
         return await (await self._checked_model(writing=False)).aembed_query(query)
 
     async def _query_vector(self, query: Query) -> Any:

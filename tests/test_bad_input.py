@@ -142,6 +142,15 @@ CASES = [
     Case("filter 3000 deep", search(filter={"n": nested(3000)}), "nests deeper than 32"),
     Case("filter surrogate value", search(filter={"n": "\ud800"}), "filter value for 'n' contains"),
     Case("filter surrogate key", search(filter={"\ud800": 1}), "a filter key contains"),
+    Case("surrogate in a query", search(query="x\ud800"), "the query contains '\\ud800'"),
+    Case("surrogate in get", lambda s: s.aget(["x\udc80"]), "an id contains '\\udc80'"),
+    Case("surrogate in delete", lambda s: s.adelete(["x\udc80"]), "an id contains '\\udc80'"),
+    Case("surrogate root", search(initial_roots=["\udc80"]), "an id contains '\\udc80'"),
+    Case(
+        "unknown traversal option",
+        lambda s: s.atraversal_search("q", k=3, foo=2),
+        "unknown search option 'foo'",
+    ),
 ]
 
 

@@ -7,7 +7,7 @@ import pytest
 from graphstore.chapters import as_of_filter, chapter_number, chinese_number
 from graphstore.errors import InvalidInputError
 from graphstore.ingest import to_node
-from graphstore.splitting import split_markdown, split_text
+from graphstore.splitting import split_html, split_markdown, split_text
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,7 @@ def test_chapter_number_of_a_heading(heading, number):
 def test_text_passages_carry_their_chapter_number_as_metadata():
     text = "序\n\n第一回 灵根育孕\n\n石猴出世。\n\n第二十七回 尸魔三戏唐三藏\n\n白骨精。\n"
     nodes = [to_node(passage, set()) for passage in split_text("西游记.txt", text, 1000)]
-    assert [node.metadata.get("chapter") for node in nodes] == [None, 1, 27]
+    assert [node.metadata.get("chapter") for node in nodes] == [0, 1, 27]  # 序: a prologue
     assert isinstance(nodes[2].metadata["chapter"], int)
     assert nodes[2].metadata["section"] == ["第二十七回 尸魔三戏唐三藏"]
 
@@ -63,7 +63,17 @@ def test_text_passages_carry_their_chapter_number_as_metadata():
 def test_markdown_passages_take_the_innermost_chapter_heading():
     text = "# Book\nintro\n\n## Chapter 2\nbody\n\n### A scene\nmore\n"
     passages = split_markdown("book.md", text, 1000)
-    assert [p.chapter for p in passages] == [None, 2, 2]
+    assert [p.chapter for p in passages] == [0, 2, 2]
+
+
+def test_a_prologue_is_chapter_0_and_a_text_without_chapters_has_none():
+    """Passages before the first chapter heading had no chapter, so a search as of any
+    chapter left the prologue (a 楔子, front matter) out."""
+    text = "楔子 张天师祈禳瘟疫\n\n洪太尉误走妖魔。\n\n第一回 王教头私走延安府\n\n史进。\n"
+    assert [p.chapter for p in split_text("水浒传.txt", text, 1000)] == [0, 1]
+    html = "<h1>Preface</h1><p>Why.</p><h1>Chapter 1</h1><p>Start.</p>"
+    assert [p.chapter for p in split_html("book.html", html, 1000)] == [0, 1]
+    assert [p.chapter for p in split_text("notes.txt", "a\n\nb\n", 1)] == [None, None]
 
 
 def test_as_of_filter_combines_with_the_user_filter_by_and():

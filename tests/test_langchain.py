@@ -24,7 +24,7 @@ from langchain_tests.integration_tests import (
     VectorStoreIntegrationTests,
 )
 
-from graphstore import GraphStore
+from graphstore import GraphStore, InvalidInputError
 from graphstore.adapter import GraphStoreAdapter
 from graphstore.langchain import GraphStoreRetriever, GraphStoreVectorStore
 
@@ -132,6 +132,18 @@ def test_add_documents_honours_ids_and_round_trips_exactly(vectorstore):
     assert isinstance(got[0].metadata["links"][0], LangChainLink)
     assert "id" not in docs[1].metadata
     assert docs[1].id is None
+
+
+def test_delete_without_ids_is_refused_rather_than_reported_done(vectorstore):
+    """`delete()` used to return True and delete nothing; LangChain stores differ on
+    whether no ids means everything, so none is refused."""
+    vectorstore.add_documents([Document("alpha"), Document("beta")], ids=["a", "b"])
+    with pytest.raises(InvalidInputError, match="delete needs the ids"):
+        vectorstore.delete()
+    with pytest.raises(InvalidInputError, match="unknown delete option 'where'"):
+        vectorstore.delete(["a"], where={"n": 1})
+    assert vectorstore.delete(["a"]) is True
+    assert [doc.id for doc in vectorstore.get_by_ids(["a", "b"])] == ["b"]
 
 
 def test_max_marginal_relevance_search_honours_filter(vectorstore):

@@ -156,6 +156,11 @@ async def test_an_agent_builds_and_queries_a_world_over_mcp(store_url, tmp_path)
         )
         assert as_card.is_error
         assert "use put_card" in text_of(as_card)
+        over_card = await client.call_tool(
+            "put_passages", {"passages": [{"id": "card:孙悟空", "text": "overwritten"}]}
+        )
+        assert over_card.is_error
+        assert "ids starting 'card:' are card ids: use put_card" in text_of(over_card)
 
         again = structured(await client.call_tool("search", {"query": "三打白骨精", "k": 1}))
         assert len(again) == 1
