@@ -30,7 +30,10 @@ SUFFIXES = {
 }
 HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 BLOCKS = ("p", "pre", "li", "dt", "dd", "blockquote", "td", "th", "figcaption")
-SENTENCE_END = re.compile(r"(?<=[.!?。！？；])\s*")
+SENTENCE = re.compile(r".*?(?:[.!?。！？；]+[”’\"'」』）)\]]*\s*|$)", re.DOTALL)
+"""A sentence with what follows its end up to the next one: closing quotes and brackets (a
+Chinese quotation closes after its 。), then spaces, so that sentences joined give back
+the text exactly."""
 FENCE = re.compile(r"^\s*(```|~~~)")
 CHAPTER = re.compile(
     r"^\s*(第[〇零一二三四五六七八九十百千两\d]+[回章卷节]|chapter\s+\w+)(\s|$)", re.IGNORECASE
@@ -126,13 +129,14 @@ def pack(pieces: list[str], max_chars: int) -> list[str]:
 
 
 def _sentences(text: str, max_chars: int) -> list[str]:
-    """Sentences joined up to `max_chars`; a longer sentence is cut every `max_chars`."""
+    """Sentences joined up to `max_chars`, as written; a longer sentence is cut every
+    `max_chars`."""
     cut = (
-        sentence[start : start + max_chars].strip()
-        for sentence in SENTENCE_END.split(text)
+        sentence[start : start + max_chars]
+        for sentence in SENTENCE.findall(text)
         for start in range(0, len(sentence), max_chars)
     )
-    return _join(cut, " ", max_chars)
+    return [chunk.strip() for chunk in _join(cut, "", max_chars) if chunk.strip()]
 
 
 def _join(parts: Iterable[str], separator: str, max_chars: int) -> list[str]:
