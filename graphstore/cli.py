@@ -300,12 +300,14 @@ def _inline(text: str) -> str:
     return text if text.isprintable() else json.dumps(text, ensure_ascii=False)
 
 
-def _how(depth: int, path: Sequence[TagKey]) -> str:
+def _how(depth: int, path: Sequence[TagKey], raised_by: Sequence[TagKey] = ()) -> str:
     if not path:
-        return "root"
-    return f"depth {depth} via " + " → ".join(
-        f"{_inline(kind)}: {_inline(tag)}" for kind, tag in path
-    )
+        return f"root, raised via {_tags(raised_by)}" if raised_by else "root"
+    return f"depth {depth} via {_tags(path)}"
+
+
+def _tags(path: Sequence[TagKey]) -> str:
+    return " → ".join(f"{_inline(kind)}: {_inline(tag)}" for kind, tag in path)
 
 
 def _print_hit(rank: int, hit: Hit) -> None:
@@ -313,7 +315,9 @@ def _print_hit(rank: int, hit: Hit) -> None:
     scores += f"sim {hit.similarity:.3f}"
     if hit.mmr_score is not None:
         scores += f"  mmr {hit.mmr_score:.3f}"
-    print(f"{rank:2d}. {_inline(hit.node.id)}  [{_how(hit.depth, hit.path)}]  {scores}")
+    print(
+        f"{rank:2d}. {_inline(hit.node.id)}  [{_how(hit.depth, hit.path, hit.raised_by)}]  {scores}"
+    )
     section = hit.node.metadata.get("section")
     if section:
         print(f"    § {' / '.join(section)}")

@@ -81,6 +81,8 @@ def hit_to_document(hit: Hit) -> Document:
     }
     if hit.mmr_score is not None:
         extra["mmr_score"] = hit.mmr_score
+    if hit.raised_by:
+        extra["raised_by"] = list(hit.raised_by)
     return node_to_document(hit.node, extra)
 
 

@@ -148,13 +148,17 @@ class MmrSelector:
             penalty[:] = 0.0
         self._open_count += len(ids)
 
-    def raise_relevance(self, node_id: str, relevance: float) -> None:
-        """Raise a known candidate's relevance (a better path to it was found)."""
+    def raise_relevance(self, node_id: str, relevance: float) -> bool:
+        """Raise a known candidate's relevance (a better path to it was found); true when
+        the candidate is still open, so its score at selection will be the raised one."""
         position = self._position[node_id]
-        if relevance > self._relevance[position]:
-            self._relevance[position] = relevance
-            if self._weighted_relevance[position] != -np.inf:
-                self._weighted_relevance[position] = self.lambda_mult * self._relevance[position]
+        if relevance <= self._relevance[position]:
+            return False
+        self._relevance[position] = relevance
+        if self._weighted_relevance[position] == -np.inf:
+            return False
+        self._weighted_relevance[position] = self.lambda_mult * self._relevance[position]
+        return True
 
     def relevance(self, node_id: str) -> float:
         """A known candidate's current relevance."""

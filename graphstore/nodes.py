@@ -72,6 +72,9 @@ class Hit:
     mmr_score: float | None = None
     score: float | None = None
     path: tuple[TagKey, ...] = ()
+    raised_by: tuple[TagKey, ...] = ()
+    """When a link found after the passage raised `score` (a root that another passage
+    names): the tags of that link's path from a root; `path` stays the shortest one."""
 
 
 def hit_json(hit: Hit) -> dict[str, Any]:
@@ -84,6 +87,7 @@ def hit_json(hit: Hit) -> dict[str, Any]:
         "depth": hit.depth,
         "via": hit.via,
         "path": hit.path,
+        "raised_by": hit.raised_by,
         "metadata": hit.node.metadata,
         "text": hit.node.text,
     }

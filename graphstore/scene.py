@@ -30,6 +30,9 @@ def citation(hit: Hit) -> str:
 
 def provenance(hit: Hit) -> str:
     """How the search reached a passage."""
+    if hit.via is None and hit.raised_by:
+        kind, tag = hit.raised_by[-1]
+        return f"similar to the scene, raised via {kind} {tag}"
     if hit.via is None:
         return "similar to the scene"
     kind, tag = hit.via

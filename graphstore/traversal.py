@@ -63,14 +63,17 @@ async def _read_hits(
     order: Sequence[str],
     reached: dict[str, _Reached],
     carried: Mapping[str, Callable[[], Node]],
+    *,
     selections: dict[str, Selection] | None = None,
+    raised: Mapping[str, tuple[TagKey, ...]] | None = None,
 ) -> list[Hit]:
     """Read the nodes of the result once, at the end (but those `carried` by the hits that
-    found them), and attach how each was reached."""
+    found them), and attach how each was reached (and, in `raised`, which link raised the
+    relevance of a node found before it)."""
     missing = [node_id for node_id in order if node_id not in carried]
     nodes = {item.node.id: item.node for item in await storage.get(missing)} if missing else {}
     nodes.update((node_id, carried[node_id]()) for node_id in order if node_id in carried)
-    chosen = selections or {}
+    chosen, raised_by = selections or {}, raised or {}
     hits = []
     for node_id in order:
         if node_id not in nodes:
@@ -85,6 +88,7 @@ async def _read_hits(
                 mmr_score=None if selection is None else selection.mmr_score,
                 score=how.similarity if selection is None else selection.relevance,
                 path=how.path,
+                raised_by=raised_by.get(node_id, ()),
             )
         )
     return hits
@@ -219,6 +223,8 @@ class _Search:
         """The roots' nodes, when the storage read them with the roots (`TagHit.node`)."""
         self.pages: dict[TagKey, tuple[list[TagHit], int]] = {}
         """Tags read (ahead or for an expansion) and not yet applied: their hits and size."""
+        self.raised: dict[str, tuple[TagKey, ...]] = {}
+        """Open candidates whose relevance a link found later raised: that link's path."""
 
     def _relevance(self, node_id: str) -> float:
         return 1.0 if node_id in self.anchors else self.selector.relevance(node_id)
@@ -276,7 +282,12 @@ class _Search:
                 for row in self.selector.unselected()
             ]
         return await _read_hits(
-            self.storage, list(self.selected), self.reached, self.carried, self.selected
+            self.storage,
+            list(self.selected),
+            self.reached,
+            self.carried,
+            selections=self.selected,
+            raised=self.raised,
         )
 
     async def expand(self, node_ids: Sequence[str]) -> None:
@@ -326,8 +337,12 @@ class _Search:
                     continue
                 if hit.id in anchors:
                     continue
-                if hit.id in selector and not is_shared(tag, size, hit.outgoing):
-                    selector.raise_relevance(hit.id, relevance)
+                if (
+                    hit.id in selector
+                    and not is_shared(tag, size, hit.outgoing)
+                    and selector.raise_relevance(hit.id, relevance)
+                ):
+                    self.raised[hit.id] = (*how.path, tag)
                 if how.depth + 1 < known.depth:
                     reached[hit.id] = how.step(tag, hit)
         admitted = sorted(

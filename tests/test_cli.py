@@ -229,6 +229,7 @@ def test_search_json_gives_one_object_per_hit_and_debug_the_losers(ingested, cap
         "depth",
         "via",
         "path",
+        "raised_by",
         "metadata",
         "text",
     }

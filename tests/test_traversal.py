@@ -346,6 +346,22 @@ async def test_bridge_passage_dissimilar_to_the_query_is_returned(backend):
     assert [h.node.id for h in mmr] == ["A", "B"]
 
 
+async def test_a_root_raised_by_a_link_says_which_link_raised_it(backend):
+    """A root another root names inherits that root's relevance; its hit used to report
+    depth 0 and no path, so its score (above its similarity) had no explanation."""
+    nodes = {
+        "A": (Q, [Link.outgoing("mention", "b")]),
+        "B": (norm([0.5, 0.0, 1.0]), [Link.incoming("mention", "b")]),
+        "C": (norm([0.8, 1.0, 0.0]), []),
+    }
+    store = await build(backend, nodes)
+    hits = {hit.node.id: hit for hit in await store.asearch("q", k=3)}
+    assert (hits["B"].depth, hits["B"].path, hits["B"].raised_by) == (0, (), (("mention", "b"),))
+    assert hits["B"].score == pytest.approx(1.0, abs=1e-5)
+    assert hits["B"].similarity == pytest.approx(0.447, abs=1e-3)
+    assert hits["A"].raised_by == hits["C"].raised_by == ()
+
+
 async def test_a_hub_tag_does_not_flood_the_results(backend):
     # A links to a specific passage B and to a tag twenty other passages share.
     hub = {f"H{i:02d}": (norm([0.3, 0.95, 0.01 * i]), [Link.bidir("kw", "hub")]) for i in range(20)}
