@@ -16,7 +16,7 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from graphstore.card_store import aget_card, aplan_cards, astored_cards, awrite_cards
 from graphstore.cards import CARD, Card, card_from_mapping, card_id, fact_as_of, render_card
@@ -63,6 +63,30 @@ def _tool_errors() -> Iterator[None]:
         raise ToolError(str(error)) from error
 
 
+class _Server(MCPServer):
+    """Arguments checked as the command line checks options: an unknown one is refused
+    (the SDK ignored it), and a value of the wrong type is one line naming the argument
+    (the SDK sent pydantic's multi-line report with a documentation link)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            known = tool.parameters.get("properties", {})
+            unknown = sorted(set(arguments) - set(known))
+            if unknown:
+                raise ToolError(
+                    f"{name}: unknown argument {unknown[0]!r}; known: {', '.join(sorted(known))}"
+                )
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            if not isinstance(error.__cause__, ValidationError):
+                raise
+            first = error.__cause__.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise ToolError(f"{name}: {where}: {first['msg']}") from error.__cause__
+
+
 def _find(cards: list[Card], name: str) -> Card | None:
     """The card named `name` or having it as an alias."""
     wanted = card_id(name)
@@ -101,7 +125,7 @@ def _passage(given: PassageInput, mentions_links: set[Link]) -> Node:
 
 def build_server(store: GraphStore, shown: str = "") -> MCPServer:
     """An MCP server whose tools read and write `store` (`shown`: its redacted location)."""
-    server = MCPServer("graphstore", instructions=INSTRUCTIONS)
+    server = _Server("graphstore", instructions=INSTRUCTIONS)
 
     @server.tool()
     async def search(

@@ -156,6 +156,15 @@ async def test_an_agent_builds_and_queries_a_world_over_mcp(store_url, tmp_path)
         )
         assert as_card.is_error
         assert "use put_card" in text_of(as_card)
+        for arguments, message in [
+            ({"query": "x", "k": 2.5}, "search: k: Input should be a valid integer"),
+            ({"query": 5}, "search: query: Input should be a valid string"),
+            ({"query": "x", "bogus": 1}, "search: unknown argument 'bogus'; known: "),
+        ]:
+            refused = await client.call_tool("search", arguments)
+            assert refused.is_error
+            assert message in text_of(refused)
+            assert "\n" not in text_of(refused)
         over_card = await client.call_tool(
             "put_passages", {"passages": [{"id": "card:孙悟空", "text": "overwritten"}]}
         )
