@@ -27,7 +27,7 @@ from graphstore.chapters import as_of_filter, check_chapter
 from graphstore.errors import InvalidInputError
 from graphstore.nodes import Hit
 from graphstore.scene import SceneCard, card_entry, passage_entry, scene_cards
-from graphstore.sections import Section, TokenCounter, fill
+from graphstore.sections import Section, TokenCounter, check_layout, fill
 from graphstore.store import GraphStore, run_sync
 from graphstore.strategy import MAX_K, check_count, check_fraction
 from graphstore.utf8 import check_utf8
@@ -86,6 +86,7 @@ def assemble(
     long for what is left, and shown in story order.  The budget covers the whole rendered
     block, citations, titles and separators included.
     """
+    check_layout(budget, template, separator)
     share = check_fraction("card_share", card_share)
     if as_of_chapter is not None:
         check_chapter("as_of_chapter", as_of_chapter)
@@ -134,7 +135,7 @@ async def awriter_context(
     `filter` by `$and`) and cards show the values that hold then.  `filter` applies to
     passages; cards are found by name (see `graphstore.scene`).
     """
-    check_count("budget", budget, 1, 1_000_000)
+    check_layout(budget, template, DEFAULT_SEPARATOR)
     check_fraction("card_share", card_share)
     if not isinstance(scene, str) or not scene.strip():
         raise InvalidInputError("the scene must be a non-empty string")

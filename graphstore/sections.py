@@ -13,10 +13,13 @@ for any token counter.
 from __future__ import annotations
 
 import math
+import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from graphstore.errors import InvalidInputError
+from graphstore.strategy import check_count
 
 TokenCounter = Callable[[str], int]
 
@@ -74,6 +77,35 @@ def story_order(entries: Sequence[Entry]) -> list[Entry]:
     return sorted(entries, key=lambda e: (groups[e.group], e.position, e.id))
 
 
+TEMPLATE_FIELDS = ("number", "citation", "provenance", "text", "id")
+MAX_BUDGET = 1_000_000
+
+
+def check_layout(budget: Any, template: Any, separator: Any) -> None:
+    """A budget, an entry template and a separator, or a one-line error naming what is wrong
+    (before anything is searched or rendered)."""
+    check_count("budget", budget, 1, MAX_BUDGET)
+    if not isinstance(template, str) or not isinstance(separator, str):
+        raise InvalidInputError("the prompt template and separator must be strings")
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as error:
+        raise InvalidInputError(f"bad prompt template: {error}") from None
+    unknown = sorted(fields - set(TEMPLATE_FIELDS))
+    if unknown:
+        raise InvalidInputError(
+            f"bad prompt template: unknown field {{{unknown[0]}}}; "
+            f"fields: {', '.join('{' + name + '}' for name in TEMPLATE_FIELDS)}"
+        )
+
+
+def _tokens(count: TokenCounter, text: str) -> int:
+    tokens = count(text)
+    if isinstance(tokens, bool) or not isinstance(tokens, int):
+        raise InvalidInputError(f"the token counter must return an integer, not {tokens!r}")
+    return tokens
+
+
 def render(sections: Sequence[tuple[str, Sequence[Entry]]], template: str, separator: str) -> str:
     """Fill `template` (fields: number, citation, provenance, text, id) for every entry,
     numbered through the whole block; section titles only when two or more sections have
@@ -126,7 +158,7 @@ def fill(
             if keys & seen:
                 continue
             trial = [*kept[index], entry]
-            if count(render(shown(index, trial), template, separator)) <= cap:
+            if _tokens(count, render(shown(index, trial), template, separator)) <= cap:
                 kept[index] = trial
                 seen |= keys
     chosen = [story_order(entries) for entries in kept]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphstore import GraphStore, Link, Node
+from graphstore import GraphStore, InvalidInputError, Link, Node
 from graphstore.nodes import Hit
 from graphstore.prompt import assemble, awriter_context, count_tokens, writer_context_runnable
 from graphstore.testing.embeddings import KeyedEmbeddings
@@ -71,6 +71,28 @@ def test_story_order_citations_and_provenance():
 def test_template_is_customizable():
     context = assemble([hit("a", "悟空", 1)], budget=100, template="<{id}> {text}")
     assert context.text == "<a> 悟空"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"budget": 0}, "budget must be between 1 and 1000000, got 0"),
+        ({"template": None}, "the prompt template and separator must be strings"),
+        (
+            {"template": "{nope} {text}"},
+            "bad prompt template: unknown field {nope}; fields: {number}",
+        ),
+        ({"template": "{text"}, "bad prompt template: "),
+        ({"count": lambda text: "3"}, "the token counter must return an integer, not '3'"),
+    ],
+)
+def test_bad_layout_is_a_one_line_error(options, message):
+    """A zero budget used to be accepted, and a template of None or a counter returning a
+    string raised AttributeError or TypeError from deep inside."""
+    with pytest.raises(InvalidInputError) as error:
+        assemble([hit("a", "悟空", 1)], **({"budget": 100} | options))
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
 
 
 async def test_writer_context_reaches_linked_passages_and_runs_as_a_runnable(backend):
