@@ -302,7 +302,7 @@ def _inline(text: str) -> str:
 
 def _how(depth: int, path: Sequence[TagKey], raised_by: Sequence[TagKey] = ()) -> str:
     if not path:
-        return f"root, raised via {_tags(raised_by)}" if raised_by else "root"
+        return f"root, raised via {_tags(raised_by[-1:])}" if raised_by else "root"
     return f"depth {depth} via {_tags(path)}"
 
 
