@@ -27,6 +27,7 @@ computed before its first statement.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -339,6 +340,8 @@ class EmbeddedStorage(Storage):
     (`_Index.leads`) a search reads a few tags, and 0 and 4 measure the same."""
 
     def __init__(self, path: str | Path = ":memory:", *, timeout: float = 5.0) -> None:
+        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip():
+            raise InvalidInputError(f"the store path must be a non-empty path, got {path!r}")
         self.path = str(path)
         self.timeout = timeout
         self._lock = threading.RLock()

@@ -9,6 +9,7 @@ line, no re-copying the rest of a long piece), and no passage is blank.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -129,14 +130,24 @@ def pack(pieces: list[str], max_chars: int) -> list[str]:
 
 
 def _sentences(text: str, max_chars: int) -> list[str]:
-    """Sentences joined up to `max_chars`, as written; a longer sentence is cut every
-    `max_chars`."""
-    cut = (
-        sentence[start : start + max_chars]
+    """Sentences joined up to `max_chars`; a longer sentence is cut every `max_chars`.  Cut
+    pieces lose the whitespace at their ends and are joined by one space, or by none where
+    either side is a wide (CJK) character: Chinese text comes back as written."""
+    pieces = [
+        piece
         for sentence in SENTENCE.findall(text)
         for start in range(0, len(sentence), max_chars)
-    )
-    return [chunk.strip() for chunk in _join(cut, "", max_chars) if chunk.strip()]
+        if (piece := sentence[start : start + max_chars].strip())
+    ]
+    spaced = [
+        piece if not index or _wide(pieces[index - 1][-1]) or _wide(piece[0]) else " " + piece
+        for index, piece in enumerate(pieces)
+    ]
+    return [chunk.strip() for chunk in _join(spaced, "", max_chars)]
+
+
+def _wide(character: str) -> bool:
+    return unicodedata.east_asian_width(character) in ("W", "F")
 
 
 def _join(parts: Iterable[str], separator: str, max_chars: int) -> list[str]:

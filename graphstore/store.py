@@ -117,6 +117,11 @@ class GraphStore:
         batch_size: int = 64,
         concurrency: int = 16,
     ) -> None:
+        if not isinstance(storage, Storage):
+            raise InvalidInputError(
+                f"storage must be a Storage (EmbeddedStorage, CassandraStorage), "
+                f"not {type(storage).__name__}"
+            )
         self.embeddings = embeddings
         self.storage = storage
         self._recorded_model: str | None = None
@@ -451,5 +456,9 @@ class GraphStore:
 
     async def _query_vector(self, query: Query) -> Any:
         """A unit query vector: embedded when `query` is text, checked when it is a vector."""
+        if query is None or isinstance(query, (bool, int, float, bytes, dict)):
+            raise InvalidInputError(
+                f"the query must be a non-empty string or a vector, not {type(query).__name__}"
+            )
         raw = await self.aembed_query(query) if isinstance(query, str) else query
         return self._unit(raw, self.storage.dimension)

@@ -142,6 +142,8 @@ CASES = [
     Case("filter 3000 deep", search(filter={"n": nested(3000)}), "nests deeper than 32"),
     Case("filter surrogate value", search(filter={"n": "\ud800"}), "filter value for 'n' contains"),
     Case("filter surrogate key", search(filter={"\ud800": 1}), "a filter key contains"),
+    Case("None query", search(query=None), "a non-empty string or a vector, not NoneType"),
+    Case("int query", search(query=5), "the query must be a non-empty string or a vector, not int"),
     Case("surrogate in a query", search(query="x\ud800"), "the query contains '\\ud800'"),
     Case("surrogate in get", lambda s: s.aget(["x\udc80"]), "an id contains '\\udc80'"),
     Case("surrogate in delete", lambda s: s.adelete(["x\udc80"]), "an id contains '\\udc80'"),
@@ -211,3 +213,22 @@ def test_directory_or_missing_parent_is_refused(tmp_path: Path):
         EmbeddedStorage(tmp_path)
     with pytest.raises(StoreOpenError, match="does not exist"):
         EmbeddedStorage(tmp_path / "missing" / "store.db")
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: GraphStore(KeyedEmbeddings(), None), "storage must be a Storage"),
+        (lambda: EmbeddedStorage(""), "the store path must be a non-empty path, got ''"),
+        (lambda: EmbeddedStorage(5), "the store path must be a non-empty path, got 5"),
+    ],
+)
+def test_a_store_built_from_the_wrong_parts_is_refused_at_once(
+    tmp_path, monkeypatch, make, message
+):
+    """These used to be accepted and fail later (None storage), create a file named `5`, or
+    say " is a directory" of an empty path."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInputError, match=message):
+        make()
+    assert list(tmp_path.iterdir()) == []

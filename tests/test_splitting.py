@@ -74,7 +74,7 @@ def test_plain_text_chapters_become_sections(shared_data):
 
 
 def test_long_paragraphs_are_cut_at_sentences_as_written():
-    """Cut sentences used to be joined with a space ('有心人。 ”悟空'), and a closing
+    """Cut Chinese sentences used to be joined with a space ('有心人。 ”悟空'), and a closing
     quotation mark after 。 began the next sentence, even the next passage."""
     chinese = "祖师道：“世上无难事，只怕有心人。”悟空闻言，满心欢喜。却难！却难！”他说。" * 4
     chunks = pack([chinese], 40)
@@ -82,4 +82,4 @@ def test_long_paragraphs_are_cut_at_sentences_as_written():
     assert "".join(chunks) == chinese
     assert all(chunk.endswith("他说。") for chunk in chunks)
     english = "First sentence here. Second one!  Third?\nFourth line."
-    assert pack([english], 25) == ["First sentence here.", "Second one!  Third?", "Fourth line."]
+    assert pack([english], 25) == ["First sentence here.", "Second one! Third?", "Fourth line."]
