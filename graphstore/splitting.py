@@ -33,8 +33,7 @@ HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 BLOCKS = ("p", "pre", "li", "dt", "dd", "blockquote", "td", "th", "figcaption")
 SENTENCE = re.compile(r".*?(?:[.!?。！？；]+[”’\"'」』）)\]]*\s*|$)", re.DOTALL)
 """A sentence with what follows its end up to the next one: closing quotes and brackets (a
-Chinese quotation closes after its 。), then spaces, so that sentences joined give back
-the text exactly."""
+Chinese quotation closes after its 。, so its ” stays with it), then spaces."""
 FENCE = re.compile(r"^\s*(```|~~~)")
 CHAPTER = re.compile(
     r"^\s*(第[〇零一二三四五六七八九十百千两\d]+[回章卷节]|chapter\s+\w+)(\s|$)", re.IGNORECASE
