@@ -441,11 +441,12 @@ class GraphStore:
         stored = await self.storage.get([hit.id for hit in sample])
         if not stored:
             return True
-        vector = np.asarray((await model.aembed_documents([stored[0].node.text]))[0], np.float32)
-        if vector.shape != (dimension,) or not np.all(np.isfinite(vector)):
+        embedded = (await model.aembed_documents([stored[0].node.text]))[0]
+        try:
+            vector = unit(embedded, dimension)
+        except ValueError:  # another size, or no direction at all: not this store's model
             return False
-        norm = float(np.linalg.norm(vector))
-        return norm > 0 and float(stored[0].embedding @ vector) / norm >= SAME_MODEL_COSINE
+        return float(stored[0].embedding @ vector) >= SAME_MODEL_COSINE
 
     async def aembed_query(self, query: str) -> list[float]:
         """The query's embedding from the store's model."""
