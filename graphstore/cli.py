@@ -136,7 +136,8 @@ def _parser() -> argparse.ArgumentParser:
         "--card-share",
         type=float,
         default=CARD_SHARE,
-        help="share of the budget for entity cards; what they leave goes to passages",
+        help="share of the budget for entity cards (0: none); what they leave goes to "
+        "passages, and what passages leave to cards that did not fit",
     )
     prompt.add_argument(
         "--template",
@@ -409,8 +410,9 @@ async def _command(
         for problem in problems:
             print(problem)
         print(f"{len(problems)} problems found in {shown}")
-        if problems and store.storage.check_note:
-            print(f"note: {store.storage.check_note}")
+        note = store.storage.check_note_for(problems)
+        if note:
+            print(f"note: {note}")
         return 1 if problems else 0
     elif args.command == "mcp":
         from graphstore.mcp_server import aserve

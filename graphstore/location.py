@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import suppress
 from pathlib import Path
 
 from graphstore.embedded import EmbeddedStorage
@@ -66,14 +67,24 @@ def new_store_file(location: str) -> Path | None:
 async def close_unused(storage: Storage, new_file: Path | None) -> None:
     """Close the store of a command that failed, first removing what opening it created if
     nothing was stored since: a new file (`new_store_file`), or a new Cassandra keyspace
-    that has no table yet."""
-    empty = new_file is not None and (await storage.stats(0)).nodes == 0
-    if not isinstance(storage, EmbeddedStorage):
-        from graphstore.cassandra import CassandraStorage
+    that has no table yet.
 
-        if isinstance(storage, CassandraStorage):
-            await storage.drop_created_keyspace()
-    await storage.close()
+    The command's own error is the one the user sees: a clean-up step that fails (the
+    store cannot be counted, the node is down) is skipped, a file that cannot be counted
+    is kept, and the store is closed whatever happened before."""
+    empty = False
+    try:
+        with suppress(Exception):
+            empty = new_file is not None and (await storage.stats(0)).nodes == 0
+        if not isinstance(storage, EmbeddedStorage):
+            from graphstore.cassandra import CassandraStorage
+
+            if isinstance(storage, CassandraStorage):
+                with suppress(Exception):
+                    await storage.drop_created_keyspace()
+    finally:
+        with suppress(Exception):
+            await storage.close()
     if new_file is not None and empty:
         for path in (new_file, Path(f"{new_file}-wal"), Path(f"{new_file}-shm")):
             path.unlink(missing_ok=True)

@@ -80,7 +80,8 @@ def assemble(
     """Fit `cards`, then `hits` (each best first), into `budget` tokens without duplicates.
 
     The cards section may use `card_share` of the budget and the passages the rest plus
-    whatever the cards leave (`graphstore.sections`); cards are rendered as of
+    whatever the cards leave; cards that did not fit then get what the passages leave
+    (`graphstore.sections`; `card_share` 0: no cards).  Cards are rendered as of
     `as_of_chapter`.  Without cards the block is the passages alone, untitled.  Passages are
     taken in the order given (the MMR selection order) while they fit, skipping one too
     long for what is left, and shown in story order.  The budget covers the whole rendered

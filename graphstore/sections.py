@@ -2,12 +2,13 @@
 
 Each section has a share of the budget; what a section leaves unused rolls over to the
 next, so the limit of section i is the budget times the shares of sections 0..i together
-(the last section's limit is the whole budget).  Within a section, entries are taken best
-first while the whole block so far still fits that limit (an entry too long is skipped so a
-shorter later one can fit), then shown in story order: grouped by source, the source of the
-section's best entry first, by position within a source.  Counting the whole rendered block
-at every step, citations, titles and separators included, keeps the total within the budget
-for any token counter.
+(the last section's limit is the whole budget), and what the last section leaves goes back
+to the entries the earlier ones had no room for (a section of share 0 takes nothing).
+Within a section, entries are taken best first while the whole block so far still fits
+that limit (an entry too long is skipped so a shorter later one can fit), then shown in
+story order: grouped by source, the source of the section's best entry first, by position
+within a source.  Counting the whole rendered block at every step, citations, titles and
+separators included, keeps the total within the budget for any token counter.
 """
 
 from __future__ import annotations
@@ -148,19 +149,25 @@ def fill(
     kept: list[list[Entry]] = [[] for _ in sections]
     seen: set[str] = set()
 
-    def shown(upto: int, trial: list[Entry]) -> list[tuple[str, Sequence[Entry]]]:
-        done = [(sections[i].title, story_order(kept[i])) for i in range(upto)]
-        return [*done, (sections[upto].title, story_order(trial))]
+    def take(index: int, entry: Entry, cap: int) -> None:
+        keys = {f"id:{entry.id}", "text:" + " ".join(entry.text.split())}
+        if keys & seen:
+            return
+        trial = [*kept[index], entry]
+        shown = [
+            (section.title, story_order(trial if i == index else kept[i]))
+            for i, section in enumerate(sections)
+        ]
+        if _tokens(count, render(shown, template, separator)) <= cap:
+            kept[index] = trial
+            seen.update(keys)
 
     for index, (section, cap) in enumerate(zip(sections, caps, strict=True)):
         for entry in section.entries:
-            keys = {f"id:{entry.id}", "text:" + " ".join(entry.text.split())}
-            if keys & seen:
-                continue
-            trial = [*kept[index], entry]
-            if _tokens(count, render(shown(index, trial), template, separator)) <= cap:
-                kept[index] = trial
-                seen |= keys
+            take(index, entry, cap)
+    for index, section in enumerate(sections[:-1]):  # what the last section left over
+        for entry in section.entries if section.share else ():
+            take(index, entry, budget)
     chosen = [story_order(entries) for entries in kept]
     titled = [(section.title, entries) for section, entries in zip(sections, chosen, strict=True)]
     return Filled(render(titled, template, separator), chosen)

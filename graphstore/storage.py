@@ -19,11 +19,13 @@ from graphstore.filters import EVERYTHING, Condition
 from graphstore.links import TagKey, decode_links
 from graphstore.nodes import Node, StoredNode, TagHit, Vector
 
+CORRUPT_ROW = "is corrupt (changed outside graphstore?)"
+
 
 def corrupt_row(node_id: str, reason: object) -> str:
     """What is said of a node row that was changed outside graphstore and cannot be read."""
     told = str(reason).splitlines()[0] if str(reason) else type(reason).__name__
-    return f"the row of {node_id!r} is corrupt (changed outside graphstore?): {told}"
+    return f"the row of {node_id!r} {CORRUPT_ROW}: {told}"
 
 
 def decode_node(node_id: str, text: str, metadata: str, links: str) -> Node:
@@ -71,6 +73,12 @@ class Storage(ABC):
 
     check_note = ""
     """Said after `check` reports problems: what may explain them on this backend."""
+
+    def check_note_for(self, problems: Sequence[str]) -> str:
+        """`check_note` when `problems` hold one it may explain ("" otherwise): a corrupt
+        row (`corrupt_row`) is explained only by a change made outside graphstore."""
+        explained = any(CORRUPT_ROW not in problem for problem in problems)
+        return self.check_note if explained else ""
 
     read_ahead = 0
     """How many of the likeliest next selections a traversal step also reads the tags of.

@@ -466,6 +466,9 @@ async def test_a_row_changed_outside_graphstore_is_a_one_line_error_that_check_n
     problems = await store.acheck()
     assert len(problems) == 1
     assert problems[0].startswith(message)
+    assert storage.check_note_for(problems) == ""  # no batchlog replay explains it
+    missing = "tag row ('kw', 'shared') points at missing node 'c'"
+    assert storage.check_note_for([*problems, missing]) == storage.check_note != ""
     await store.aadd_nodes([Node("a", "text", {"x": 1}, frozenset({link}))], vectors=[[1.0, 0.0]])
     assert [hit.node.id for hit in await store.asimilarity_search([1.0, 0.0], k=2)] == ["a", "b"]
     assert await store.acheck() == []

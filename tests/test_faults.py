@@ -14,6 +14,7 @@ import pytest
 
 from graphstore import GraphStore, GraphStoreError, InvalidInputError, Link, Node, StorageError
 from graphstore.embedded import EmbeddedStorage
+from graphstore.location import close_unused, new_store_file, open_storage
 from graphstore.nodes import StoredNode, unit
 from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings
@@ -202,3 +203,23 @@ def test_a_corrupt_page_is_one_line(tmp_path: Path):
     with pytest.raises(GraphStoreError, match="malformed") as error:
         EmbeddedStorage(path)
     assert "\n" not in str(error.value)
+
+
+def test_a_failing_clean_up_hides_no_error_keeps_the_file_and_closes_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """After a failed command the CLI removes the store file it created if nothing was
+    stored; when even counting fails (the disk went away), the file is kept, the store is
+    still closed, and the clean-up raises nothing that would replace the command's error."""
+    path = tmp_path / "new.db"
+    new_file = new_store_file(str(path))
+    storage = open_storage(str(path))
+
+    async def unreadable(top_tags: int = 20) -> None:
+        raise StorageError(f"reading {path} failed: disk I/O error")
+
+    monkeypatch.setattr(storage, "stats", unreadable)
+    run_sync(close_unused(storage, new_file))
+    assert path.exists()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        storage._db.execute("SELECT 1")

@@ -68,6 +68,22 @@ def test_what_the_cards_leave_rolls_over_to_the_passages():
     assert count_tokens(render(more, TEMPLATE, "\n\n")) > 400
 
 
+def test_what_the_passages_leave_goes_back_to_the_cards():
+    """A card share too small for the cards a scene names used to drop them while most of
+    the budget went unused (few passages found)."""
+    cards = entries("c", [60, 60, 60])
+    passages = entries("p", [30])
+    filled = run([Section("Cards", 0.3, cards), Section("Passages", 0.7, passages)], 400)
+    assert count_tokens(block(cards[:2])) > 120  # only one card fits the cards' share
+    assert filled.chosen == [cards, passages]
+    assert count_tokens(filled.text) <= 400
+    # The passages come first: a card gets only what they leave.
+    many = entries("p", [30] * 12)
+    crowded = run([Section("Cards", 0.3, cards), Section("Passages", 0.7, many)], 400)
+    assert crowded.chosen[0] == cards[:1]
+    assert count_tokens(crowded.text) <= 400
+
+
 @pytest.mark.parametrize("budget", [1, 20, 77, 150, 333, 1000])
 @pytest.mark.parametrize("count", [count_tokens, len])
 def test_the_whole_block_never_exceeds_the_budget(budget, count):
