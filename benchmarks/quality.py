@@ -15,7 +15,8 @@ titled passage links in), or both; `--links exact-mentions` adds title mentions 
 title only.  Methods, all at their defaults unless named: similarity; `GraphStore.search`
 (the default graph search); `mmr_traversal_search`; `traversal_search`; the alternatives
 the defaults were chosen against (relevance alone, lambda 1; a wave that expands the 10 best
-roots before selecting; half the parent's relevance passed on, damping 0.5); and on HotpotQA
+roots before selecting; no damping of the hops after the first, damping 1, or twice as much,
+damping 0.5); and on HotpotQA
 the `langchain-graph-retriever` anchor (`Eager`, over `InMemoryVectorStore` with the same
 embeddings and links as metadata).  No setting differs between data sets.
 """
@@ -58,6 +59,7 @@ REFERENCE = {
 ALTERNATIVES: dict[str, dict[str, Any]] = {
     "search lambda=1": {"lambda_mult": 1.0},
     "search expand_k=10 (wave)": {"expand_k": 10},
+    "search damping=1": {"damping": 1.0},
     "search damping=0.5": {"damping": 0.5},
 }
 """Settings the default was measured against (`GraphStore.search` options)."""

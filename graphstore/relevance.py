@@ -8,6 +8,7 @@ first.  Here a linked passage inherits its parent's relevance in proportion to h
 the tag is: a tag carried by one passage (a title mention) passes all of it, a tag on
 a large share of the store (a common keyword) passes little.  Its own similarity fills the
 rest, and relevance never drops below that similarity, so a link can only raise a passage.
+Each hop after the first from a root passes on less (`hop_share`).
 A tag the passage shares (a keyword) rather than one that cites it (a mention) only brings
 new passages in: it raises none already found (`is_shared`).
 """
@@ -30,11 +31,23 @@ def tag_weight(tag_size: int) -> float:
     return 1.0 / max(tag_size, 1)
 
 
-def path_relevance(parent: float, similarity: float, weight: float, damping: float) -> float:
+def hop_share(weight: float, damping: float, parent_depth: int) -> float:
+    """How far a passage reached over a tag of `weight` from a parent at `parent_depth`
+    leans on the parent's relevance: the tag's whole weight on the first hop from a root,
+    `damping` times less on each hop after it.
+
+    Evidence thins out along a path: a root is similar to the query, the passage it cites
+    is the bridge a multi-hop question needs, but what that passage cites in turn is often
+    off the question (2WikiMultihopQA: a director's page naming a town, *Los*, similarity
+    0.0, inheriting a root's full relevance two hops away).  Damping only later hops keeps
+    the first whole (damping every hop lost the bridge passages, `benchmarks/README.md`)."""
+    return weight * damping**parent_depth
+
+
+def path_relevance(parent: float, similarity: float, share: float) -> float:
     """The relevance of a passage with `similarity` reached from a parent with relevance
-    `parent` over a tag of `weight`: a blend that leans on the parent by `damping · weight`,
-    never below the passage's own similarity."""
-    share = damping * weight
+    `parent`: a blend that leans on the parent by `share` (`hop_share`), never below the
+    passage's own similarity."""
     return max(similarity, share * parent + (1.0 - share) * similarity)
 
 

@@ -48,7 +48,8 @@ class Strategy:
     level up to `depth` hops, expands the `expand_k` most relevant passages of the level
     (all their unvisited outgoing tags in one concurrent wave, `adjacent_k` nearest passages
     per tag); a passage reached over a link gets a path-aware relevance
-    (`graphstore.relevance`, leaning on its parent by `damping` × the tag's specificity).
+    (`graphstore.relevance`, leaning on its parent by the tag's specificity, and on each
+    hop after the first from a root `damping` times less).
     It then selects `k` passages by MMR over that relevance (`lambda_mult` 1: by relevance
     alone), expanding each selected passage not yet expanded.  With `expand_k` 0 only
     selected passages are expanded: classic MMR traversal.  One expansion admits at most
@@ -62,7 +63,7 @@ class Strategy:
     adjacent_k: int = 10
     expand_k: int = 0
     lambda_mult: float = 0.9
-    damping: float = 1.0
+    damping: float = 0.8
     score_threshold: float = float("-inf")
     max_candidates_per_step: int | None = None
 

@@ -22,7 +22,7 @@ from graphstore.filters import Condition, matches
 from graphstore.links import TagKey, outgoing_tags
 from graphstore.mmr import MmrSelector, Selection
 from graphstore.nodes import Candidate, Hit, Node, TagHit, Vector
-from graphstore.relevance import is_shared, path_relevance, tag_weight
+from graphstore.relevance import hop_share, is_shared, path_relevance, tag_weight
 from graphstore.storage import Storage
 from graphstore.strategy import Strategy
 
@@ -229,6 +229,10 @@ class _Search:
     def _relevance(self, node_id: str) -> float:
         return 1.0 if node_id in self.anchors else self.selector.relevance(node_id)
 
+    def _passed_on(self, node_id: str) -> float:
+        """How much relevance `node_id` passes on over a tag (before the tag's weight)."""
+        return self._relevance(node_id) * self.strategy.damping ** self.reached[node_id].depth
+
     async def run(self, initial_roots: Sequence[str]) -> list[Hit]:
         strategy = self.strategy
         if initial_roots:
@@ -318,16 +322,14 @@ class _Search:
             tag_carriers = carriers[tag]
             parent = tag_carriers[0]
             if len(tag_carriers) > 1:
-                parent = max(tag_carriers, key=self._relevance)
+                parent = max(tag_carriers, key=self._passed_on)
             parent_relevance = self._relevance(parent)
-            weight = tag_weight(size)
             how = reached[parent]
+            share = hop_share(tag_weight(size), strategy.damping, how.depth)
             for hit in tag_hits:
                 if hit.id == parent:  # reached from itself: nothing new
                     continue
-                relevance = path_relevance(
-                    parent_relevance, hit.similarity, weight, strategy.damping
-                )
+                relevance = path_relevance(parent_relevance, hit.similarity, share)
                 known = reached.get(hit.id)
                 if known is None:
                     best = new.get(hit.id)
