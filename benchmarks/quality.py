@@ -9,7 +9,7 @@ time of one search by vector (the question embeddings are precomputed) at the de
 and at k = 10, over three passes with the methods interleaved question by question, and its
 ratio to plain similarity in the same run.
 
-Links: KeyBERT top-5 keywords (`kw`, bidirectional), title mentions (a passage links out to
+Links: none, KeyBERT top-5 keywords (`kw`, bidirectional), title mentions (a passage links out to
 every title of the corpus it names, by the title or its unambiguous qualifier-free form; the
 titled passage links in), or both; `--links exact-mentions` adds title mentions by the exact
 title only.  Methods, all at their defaults unless named: similarity; `GraphStore.search`
@@ -48,9 +48,10 @@ NAME = "quality"
 KS = (2, 5, 10)
 LATENCY_KS = (DEFAULT.k, max(KS))
 """Latency is measured at the k a user gets with no options, and at the largest k scored."""
-LINKS = ("keywords", "mentions", "both")
-"""The link sets a run measures by default; `--links exact-mentions` also measures title
-mentions without the qualifier-free aliases (`extractors.mentions.title_aliases`)."""
+LINKS = ("none", "keywords", "mentions", "both")
+"""The link sets a run measures by default (`none`: no links at all, what a store of flat
+text gets); `--links exact-mentions` also measures title mentions without the
+qualifier-free aliases (`extractors.mentions.title_aliases`)."""
 DATASETS = ("hotpotqa", "2wiki")
 REFERENCE = {
     "similarity (colleague)": {5: 0.785, 10: 0.845},
@@ -121,7 +122,7 @@ def link_sets(
     passages: Sequence[data.Passage], wanted: Sequence[str]
 ) -> dict[str, list[frozenset[Link]]]:
     """The link variants asked for, per passage (keywords are computed only when needed)."""
-    found: dict[str, list[frozenset[Link]]] = {}
+    found: dict[str, list[frozenset[Link]]] = {"none": [frozenset()] * len(passages)}
     if "keywords" in wanted or "both" in wanted:
         found["keywords"] = data.keyword_links([p.text for p in passages])
     found["mentions"] = data.mention_links(passages)
