@@ -74,6 +74,8 @@ def discover(paths: Iterable[Path], root: Path | None = None) -> list[tuple[Path
             files = files_under(path, SUFFIXES)
         elif path.is_file():
             files = [path]
+        elif os.path.lexists(path):  # a pipe, a device, a link to nothing or to itself
+            raise InvalidInputError(f"{path} is neither a regular file nor a folder")
         else:
             raise InvalidInputError(f"{path} does not exist")
         for file in files:
@@ -101,15 +103,21 @@ def covers(covered: str, source: str) -> bool:
     return source == covered
 
 
-async def remove_stale(store: GraphStore, scopes: Sequence[str], keep: set[str]) -> int:
-    """Delete stored passages within `scopes` whose ids are not in `keep`; return how many."""
-    stale = [
+async def stored_within(store: GraphStore, scopes: Sequence[str]) -> set[str]:
+    """The ids of the stored passages whose source lies within `scopes`."""
+    return {
         node_id
         for node_id in await store.anode_ids()
-        if node_id not in keep
-        and (source := passage_source(node_id)) is not None
+        if (source := passage_source(node_id)) is not None
         and any(covers(covered, source) for covered in scopes)
-    ]
+    }
+
+
+async def remove_stale(store: GraphStore, before: set[str], written: set[str]) -> int:
+    """Delete the passages an ingest found within its scopes when it began (`before`) and
+    did not write; return how many.  Only those: a passage another process stored
+    meanwhile (a file created during a folder ingest) is not this ingest's to remove."""
+    stale = sorted(before - written)
     return await store.adelete(stale) if stale else 0
 
 
@@ -238,6 +246,7 @@ async def ingest(
             for links in merged_links(batch, linkers)
         ]
         filtered = tag_filter.fit_apply(every)
+    before = await stored_within(store, [scope(path, base) for path in paths])
     total = 0
     written: set[str] = set()
     for batch in batches(read_all(files, max_chars), batch_size):
@@ -250,5 +259,5 @@ async def ingest(
         total += len(batch)
         if on_batch:
             on_batch(len(batch))
-    removed = await remove_stale(store, [scope(path, base) for path in paths], written)
+    removed = await remove_stale(store, before, written)
     return IngestReport(files=len(files), passages=total, removed=removed)

@@ -105,8 +105,10 @@ def open_storage(location: str, *, create: bool = True) -> Storage:
             f"unknown kind of store {scheme.group(1)!r}: give a file path (a name with a "
             "colon as ./name), memory: or cassandra://host/keyspace"
         )
-    if not create and not os.path.lexists(location):
-        raise StoreOpenError(f"no store at {location}")
+    if not create and not os.path.exists(location):
+        target = os.readlink(location) if os.path.islink(location) else None
+        told = "" if target is None else f" (it is a link to {target}, which does not exist)"
+        raise StoreOpenError(f"no store at {location}{told}")
     if not create and os.path.isfile(location) and os.path.getsize(location) == 0:
         raise StoreOpenError(f"{location} is an empty file, not a store")  # SQLite would make one
     return EmbeddedStorage(location)

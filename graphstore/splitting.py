@@ -8,6 +8,7 @@ line, no re-copying the rest of a long piece), and no passage is blank.
 
 from __future__ import annotations
 
+import codecs
 import re
 import unicodedata
 from collections.abc import Collection, Iterable, Iterator
@@ -98,6 +99,8 @@ def read_text(path: Path) -> str:
         data = path.read_bytes()
     except OSError as error:
         raise InvalidInputError(f"cannot read {path}: {error.strerror}") from error
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise InvalidInputError(f"{path} is UTF-16, not UTF-8; convert it first")
     if b"\x00" in data[:8192]:
         raise InvalidInputError(f"{path} looks binary, not like a text file")
     try:

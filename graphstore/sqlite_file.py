@@ -86,6 +86,8 @@ def open_file(path: str, timeout: float) -> OpenedFile:
         file = Path(path)
         if file.is_dir():
             raise StoreOpenError(f"{path} is a directory, not a graphstore file")
+        if file.exists() and not file.is_file():  # a device, a pipe: SQLite says "I/O error"
+            raise StoreOpenError(f"{path} is not a regular file, not a graphstore file")
         if not file.parent.exists():
             raise StoreOpenError(f"cannot create {path}: {file.parent} does not exist")
         read_only = file.exists() and not writable(file)

@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -507,6 +508,47 @@ def test_case14_reading_a_mistyped_store_path_creates_nothing(models, tmp_path, 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("args", [["stats"], ["check"], ["show", "a#0"], ["search", "x"]])
+def test_case14_reading_through_a_link_to_a_missing_store_creates_nothing(
+    models, tmp_path, capsys, args
+):
+    """A store path that is a link to a missing file used to get an empty store created at
+    the link's target, and "0 problems" or "no results" for it."""
+    link = tmp_path / "link.db"
+    link.symlink_to(tmp_path / "target.db")
+    status, _, err = cli(capsys, "--store", str(link), *args)
+    one_line_error(status, err, f"no store at {link} (it is a link to {tmp_path / 'target.db'}")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["link.db"]
+
+
+@pytest.mark.parametrize("command", [["stats"], ["ingest", "a.md"]])
+def test_case14_a_pipe_as_the_store_is_refused_by_name(models, tmp_path, capsys, command):
+    """A pipe or a device given as the store was a bare "disk I/O error" (and, as root, left
+    a journal file beside /dev/null)."""
+    (tmp_path / "a.md").write_text("# A\n\nText.\n")
+    pipe = tmp_path / "store.db"
+    os.mkfifo(pipe)
+    status, _, err = cli(
+        capsys, "--store", str(pipe), *[str(tmp_path / c) if c == "a.md" else c for c in command]
+    )
+    one_line_error(status, err, f"{pipe} is not a regular file, not a graphstore file")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.md", "store.db"]
+
+
+def test_case14_ingest_names_what_is_wrong_with_a_path_that_is_no_file(models, tmp_path, capsys):
+    pipe, loop, utf16 = tmp_path / "pipe.txt", tmp_path / "loop.txt", tmp_path / "u16.txt"
+    os.mkfifo(pipe)
+    loop.symlink_to(loop)
+    utf16.write_bytes("# Title\n\nText.\n".encode("utf-16"))
+    store = tmp_path / "s.db"
+    for path in (pipe, loop):
+        status, _, err = cli(capsys, "--store", str(store), "ingest", str(path))
+        one_line_error(status, err, f"{path} is neither a regular file nor a folder")
+    status, _, err = cli(capsys, "--store", str(store), "ingest", str(utf16))
+    one_line_error(status, err, f"{utf16} is UTF-16, not UTF-8; convert it first")
+    assert not store.exists()
+
+
 def test_case14_a_failed_ingest_leaves_no_new_store_file(models, tmp_path, capsys):
     (tmp_path / "bad.txt").write_bytes("caf\xe9".encode("latin-1"))
     store = tmp_path / "new.db"
@@ -720,3 +762,45 @@ def test_an_empty_store_option_or_variable_is_an_error_not_the_default_store(
     status, _, err = cli(capsys, "stats")
     one_line_error(status, err, "$GRAPHSTORE_STORE is empty")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_case3_a_passage_another_process_stores_during_a_folder_ingest_stays(tmp_path):
+    """A file created in a folder while an ingest of the folder runs, and ingested by another
+    process meanwhile, used to be deleted by the folder ingest as stale (its passage was
+    under the folder and the folder ingest had not written it)."""
+    from graphstore.ingest import ingest
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(4):
+        (docs / f"f{i}.md").write_text(f"# File {i}\n\nText of file {i}.\n")
+    (docs / "gone.md").write_text("# Gone\n\nDeleted before the second ingest.\n")
+    path = tmp_path / "s.db"
+    store = GraphStore(KeyedEmbeddings(dimension=DIM), EmbeddedStorage(path))
+    run_sync(ingest(store, [docs], linkers=[], root=tmp_path))
+    (docs / "gone.md").unlink()
+    other = GraphStore(KeyedEmbeddings(dimension=DIM), EmbeddedStorage(path))
+    late = Node("docs/late.md#0", "A late passage.", {"source": "docs/late.md"})
+
+    def another_process_ingests_a_new_file(_: int) -> None:
+        if not (docs / "late.md").exists():
+            (docs / "late.md").write_text("# Late\n\nA late passage.\n")
+            writer = threading.Thread(target=lambda: other.add_nodes([late]))
+            writer.start()
+            writer.join()
+
+    report = run_sync(
+        ingest(
+            store,
+            [docs],
+            linkers=[],
+            root=tmp_path,
+            batch_size=2,
+            on_batch=another_process_ingests_a_new_file,
+        )
+    )
+    assert report.removed == 1  # docs/gone.md#0 only
+    ids = sorted(run_sync(store.anode_ids()))
+    assert ids == sorted([f"docs/f{i}.md#0" for i in range(4)] + ["docs/late.md#0"])
+    other.close()
+    store.close()
