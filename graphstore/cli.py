@@ -333,6 +333,8 @@ async def _run(args: argparse.Namespace) -> int:
         check_max_chars(args.max_chars)
         linkers = _linkers(args)
     metadata_filter = filter_of(getattr(args, "filter", []))  # checked before anything runs
+    if args.model is not None and not args.model.strip():
+        raise InvalidInputError("--model is empty: give minilm, e5 or a model folder")
     embeddings = load_embeddings(args.model) if args.model else None  # checked before opening
     new_file = new_store_file(location) if creating else None
     storage = open_storage(location, create=creating)

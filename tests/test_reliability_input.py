@@ -549,6 +549,18 @@ def test_case14_ingest_names_what_is_wrong_with_a_path_that_is_no_file(models, t
     assert not store.exists()
 
 
+@pytest.mark.parametrize("model", ["", "  "])
+def test_case14_an_empty_model_is_refused_like_an_empty_store(tmp_path, capsys, model):
+    """`--model ""` used to mean the default model, where `--store ""` is refused."""
+    (tmp_path / "a.md").write_text("# A\n\nText.\n")
+    store = tmp_path / "s.db"
+    status, _, err = cli(
+        capsys, "--store", str(store), "--model", model, "ingest", str(tmp_path / "a.md")
+    )
+    one_line_error(status, err, "--model is empty: give minilm, e5 or a model folder")
+    assert not store.exists()
+
+
 def test_case14_a_failed_ingest_leaves_no_new_store_file(models, tmp_path, capsys):
     (tmp_path / "bad.txt").write_bytes("caf\xe9".encode("latin-1"))
     store = tmp_path / "new.db"
