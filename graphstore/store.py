@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import inspect
 import math
 import threading
 import weakref
@@ -26,7 +27,14 @@ from graphstore.links import as_links
 from graphstore.metadata import Filter, check_metadata
 from graphstore.nodes import Hit, Node, StoredNode, Vector, unit
 from graphstore.storage import ScoredNode, Storage, StoreStats
-from graphstore.strategy import DEFAULT, MAX_DEPTH, MMR_TRAVERSAL, check_count, search_strategy
+from graphstore.strategy import (
+    DEFAULT,
+    MAX_DEPTH,
+    MMR_TRAVERSAL,
+    check_count,
+    check_options,
+    search_strategy,
+)
 from graphstore.traversal import Traversal, TraversalStats
 from graphstore.utf8 import check_utf8
 
@@ -287,8 +295,8 @@ class GraphStore:
         up) within `depth` tag hops, by depth then similarity; padded with the next-nearest
         when fewer are reached."""
         if options:
-            known = "adjacent_k, depth, filter, k, start_k, stats"
-            raise InvalidInputError(f"unknown search option {sorted(options)[0]!r}; known: {known}")
+            parameters = inspect.signature(self.atraversal_search).parameters.values()
+            check_options(options, (p.name for p in parameters if p.kind is p.KEYWORD_ONLY))
         check_count("k", k)
         roots = check_count("start_k", math.ceil(k / 2) if start_k is None else start_k)
         check_count("depth", depth, 0, MAX_DEPTH)

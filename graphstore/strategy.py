@@ -11,6 +11,7 @@ every data set and every k (`benchmarks/quality.py`).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -38,6 +39,16 @@ def check_fraction(name: str, value: Any) -> float:
     if not 0.0 <= value <= 1.0:
         raise InvalidInputError(f"{name} must be between 0 and 1, got {value}")
     return float(value)
+
+
+def check_options(options: Iterable[str], known: Iterable[str]) -> None:
+    """A one-line error naming the first of `options` not in `known`, and the known ones."""
+    names = set(known)
+    unknown = sorted(set(options) - names)
+    if unknown:
+        raise InvalidInputError(
+            f"unknown search option {unknown[0]!r}; known: {', '.join(sorted(names))}"
+        )
 
 
 @dataclass(frozen=True)
@@ -94,12 +105,7 @@ class Strategy:
 
     def with_options(self, **options: Any) -> Strategy:
         """A copy with some settings replaced; an unknown name is a one-line error."""
-        known = set(self.__dataclass_fields__)
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise InvalidInputError(
-                f"unknown search option {unknown[0]!r}; known: {', '.join(sorted(known))}"
-            )
+        check_options(options, self.__dataclass_fields__)
         return replace(self, **options)
 
 
