@@ -16,7 +16,7 @@ title only.  Methods, all at their defaults unless named: similarity; `GraphStor
 (the default graph search); `mmr_traversal_search`; `traversal_search`; the alternatives
 the defaults were chosen against (relevance alone, lambda 1; a wave that expands the 10 best
 roots before selecting; no damping of the hops after the first, damping 1, or twice as much,
-damping 0.5); and on HotpotQA
+damping 0.5; ten passages per tag, adjacent_k 10); and on HotpotQA
 the `langchain-graph-retriever` anchor (`Eager`, over `InMemoryVectorStore` with the same
 embeddings and links as metadata).  No setting differs between data sets.
 """
@@ -62,6 +62,7 @@ ALTERNATIVES: dict[str, dict[str, Any]] = {
     "search expand_k=10 (wave)": {"expand_k": 10},
     "search damping=1": {"damping": 1.0},
     "search damping=0.5": {"damping": 0.5},
+    "search adjacent_k=10": {"adjacent_k": 10},
 }
 """Settings the default was measured against (`GraphStore.search` options)."""
 

@@ -71,7 +71,7 @@ class Strategy:
     k: int = 5
     fetch_k: int = 10
     depth: int = 2
-    adjacent_k: int = 10
+    adjacent_k: int = 5
     expand_k: int = 0
     lambda_mult: float = 0.9
     damping: float = 0.8

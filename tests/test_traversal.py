@@ -210,8 +210,10 @@ async def test_step_cap_keeps_the_most_similar_new_candidates(backend):
     )
     assert [h.node.id for h in hits] == ["H", "N0", "N1", "N2"]
     assert stats.candidates == 4
-    uncapped = await store.ammr_traversal_search("q", k=10, depth=1, fetch_k=1, lambda_mult=1.0)
-    assert len(uncapped) == 9
+    uncapped = await store.ammr_traversal_search(
+        "q", k=10, depth=1, fetch_k=1, adjacent_k=8, lambda_mult=1.0
+    )
+    assert len(uncapped) == 9  # the default cap, max(fetch_k, adjacent_k), admits a whole step
 
 
 async def test_filter_applies_to_roots_and_neighbours(backend):
