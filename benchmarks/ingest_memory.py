@@ -34,7 +34,7 @@ from graphstore.embeddings import load_embeddings
 from graphstore.ingest import BATCH_SIZE, batches, discover, read_all
 from graphstore.splitting import MAX_CHARS
 model = load_embeddings("minilm")
-for batch in batches(read_all(discover([Path(sys.argv[1])]), MAX_CHARS), BATCH_SIZE):
+for batch in batches(read_all(discover([Path(sys.argv[1])]).files, MAX_CHARS), BATCH_SIZE):
     model.embed_documents([passage.text for passage in batch])
 """
 """The ingest's reading, batching and embedding, with its defaults, without links or a

@@ -31,7 +31,7 @@ import yaml
 
 from graphstore.cards import Card, card_from_mapping, check_names
 from graphstore.errors import InvalidInputError
-from graphstore.splitting import files_under, read_text
+from graphstore.splitting import read_text, scan_folder
 
 MARKDOWN = (".md", ".markdown")
 YAML = (".yaml", ".yml")
@@ -81,7 +81,7 @@ def read_cards(folder: Path, source_name: Callable[[Path], str]) -> list[Card]:
     sharing a name or alias; `source_name` names a file as passage ids do."""
     if not folder.is_dir():
         raise InvalidInputError(f"{folder} is not a folder of cards")
-    files = files_under(folder, MARKDOWN + YAML)
+    files = scan_folder(folder, MARKDOWN + YAML).files
     if not files:
         raise InvalidInputError(f"no card files (.md, .yaml) in {folder}")
     cards: list[Card] = []

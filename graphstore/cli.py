@@ -53,6 +53,8 @@ LINK_CHOICES = (
     "zh-entities",
 )
 DEFAULT_LINKS = "hyperlinks,hierarchy"
+SKIPPED_SHOWN = 5
+"""Skipped entries an ingest names; it counts the rest."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -442,6 +444,8 @@ async def _ingest(
         on_batch=bar.update,
     )
     bar.close()
+    if report.skipped:
+        print(f"graphstore: {_skipped(report.skipped)}", file=sys.stderr)
     stats = await store.astats()
     print(
         f"ingested {_count(report.passages, 'passage')} from {_count(report.files, 'file')} "
@@ -449,6 +453,17 @@ async def _ingest(
         f"removed {_count(report.removed, 'stale passage')}; store has "
         f"{_count(stats.nodes, 'passage')}, {_count(stats.tags, 'tag')}, "
         f"{_count(stats.tag_rows, 'tag row')}"
+    )
+
+
+def _skipped(names: Sequence[str]) -> str:
+    """One line naming the entries an ingest skipped (the first `SKIPPED_SHOWN`)."""
+    one = len(names) == 1
+    shown = ", ".join(names[:SKIPPED_SHOWN])
+    more = f" and {len(names) - SKIPPED_SHOWN} more" if len(names) > SKIPPED_SHOWN else ""
+    return (
+        f"skipped {len(names)} {'entry that is' if one else 'entries that are'} neither "
+        f"a file nor a folder (a link to nothing, a pipe): {shown}{more}"
     )
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from extractors.base import LinkExtractor
 from extractors.frequency import TagFrequencyFilter
@@ -30,8 +31,8 @@ from graphstore.splitting import (
     MAX_CHARS,
     SUFFIXES,
     Passage,
-    files_under,
     passage_source,
+    scan_folder,
     split_file,
 )
 from graphstore.store import GraphStore, check_node
@@ -65,13 +66,23 @@ def ingest_root(root: Path | None) -> Path:
     return root
 
 
-def discover(paths: Iterable[Path], root: Path | None = None) -> list[tuple[Path, str]]:
+class Discovered(NamedTuple):
+    """The files an ingest reads, with their source names, and the source names of the
+    entries under its folders that it skips (`splitting.FolderFiles.skipped`)."""
+
+    files: list[tuple[Path, str]]
+    skipped: list[str]
+
+
+def discover(paths: Iterable[Path], root: Path | None = None) -> Discovered:
     """Every ingestible file under `paths` once, with its source name (see `source_name`)."""
     base = ingest_root(root)
     found: dict[str, tuple[Path, str]] = {}
+    skipped: list[str] = []
     for path in paths:
         if path.is_dir():
-            files = files_under(path, SUFFIXES)
+            files, unreadable = scan_folder(path, SUFFIXES)
+            skipped.extend(source_name(entry, base) for entry in unreadable)
         elif path.is_file():
             files = [path]
         elif os.path.lexists(path):  # a pipe, a device, a link to nothing or to itself
@@ -82,7 +93,7 @@ def discover(paths: Iterable[Path], root: Path | None = None) -> list[tuple[Path
             found.setdefault(os.path.abspath(file), (file, source_name(file, base)))
     if not found:
         raise InvalidInputError("no .txt, .md or .html files found in the given paths")
-    return list(found.values())
+    return Discovered(list(found.values()), sorted(set(skipped)))
 
 
 def scope(path: Path, root: Path) -> str:
@@ -202,6 +213,10 @@ class IngestReport:
     (and cards gone from a card folder ingested again)."""
     cards: int = 0
     """Entity cards written."""
+    skipped: list[str] = field(default_factory=list)
+    """Entries under the folders ingested that are neither a file nor a folder (a link to
+    nothing, a pipe), by source name: not read, so passages stored from them before are
+    removed as stale."""
 
 
 def read_all(files: Sequence[tuple[Path, str]], max_chars: int) -> Iterator[Passage]:
@@ -231,7 +246,7 @@ async def ingest(
     named relative to `root` (default: the current directory).
     """
     base = ingest_root(root)
-    files = discover(paths, base)
+    files, skipped = discover(paths, base)
     planned = 0
     for passage in read_all(files, max_chars):
         check_node(to_node(passage, set()))
@@ -260,4 +275,4 @@ async def ingest(
         if on_batch:
             on_batch(len(batch))
     removed = await remove_stale(store, before, written)
-    return IngestReport(files=len(files), passages=total, removed=removed)
+    return IngestReport(files=len(files), passages=total, removed=removed, skipped=skipped)

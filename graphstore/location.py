@@ -58,10 +58,14 @@ def redact(location: str) -> str:
 
 
 def new_store_file(location: str) -> Path | None:
-    """The file opening `location` would create: None for memory, a URL or an existing path."""
-    if location == "memory:" or URL_SCHEME.match(location) or os.path.lexists(location):
+    """The file opening `location` would create: None for memory, a URL or an existing file;
+    for a link to a missing file, the link's target (the link itself is the user's)."""
+    if location == "memory:" or URL_SCHEME.match(location) or os.path.exists(location):
         return None
-    return Path(location)
+    if not os.path.lexists(location):
+        return Path(location)
+    target = Path(os.path.realpath(location))
+    return None if os.path.islink(target) else target  # a link loop creates nothing
 
 
 async def close_unused(storage: Storage, new_file: Path | None) -> None:

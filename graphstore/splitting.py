@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from bs4 import BeautifulSoup, Tag
 
@@ -80,17 +81,30 @@ def passage_source(node_id: str) -> str | None:
     return None
 
 
-def files_under(folder: Path, suffixes: Collection[str]) -> list[Path]:
+class FolderFiles(NamedTuple):
+    """The entries under a folder with an ingestible suffix, not hidden: the regular files
+    to read, and those `skipped`, neither a file nor a folder (a link to nothing or to
+    itself, a pipe, a device), which an ingest names instead of passing over in silence."""
+
+    files: list[Path]
+    skipped: list[Path]
+
+
+def scan_folder(folder: Path, suffixes: Collection[str]) -> FolderFiles:
     """The files under `folder` whose suffix (in any case) is one of `suffixes`, sorted,
-    leaving out hidden files and folders below it: a project's `.git` or `.venv` is not
-    ingested."""
-    return [
-        path
-        for path in sorted(folder.rglob("*"))
-        if path.suffix.lower() in suffixes
-        and not any(part.startswith(".") for part in path.relative_to(folder).parts)
-        and path.is_file()
-    ]
+    leaving out hidden files and folders below it (a project's `.git` or `.venv` is not
+    ingested), and the entries with such a suffix that cannot be read as a file."""
+    found = FolderFiles([], [])
+    for path in sorted(folder.rglob("*")):
+        if path.suffix.lower() not in suffixes or any(
+            part.startswith(".") for part in path.relative_to(folder).parts
+        ):
+            continue
+        if path.is_file():
+            found.files.append(path)
+        elif not path.is_dir():
+            found.skipped.append(path)
+    return found
 
 
 def read_text(path: Path) -> str:

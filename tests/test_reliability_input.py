@@ -549,6 +549,46 @@ def test_case14_ingest_names_what_is_wrong_with_a_path_that_is_no_file(models, t
     assert not store.exists()
 
 
+def test_case14_a_failed_ingest_through_a_link_to_a_missing_store_leaves_only_the_link(
+    models, tmp_path, capsys
+):
+    """The ingest created the link's target and, when it failed, left that empty store
+    there (it removes a new store it made only when given the file itself)."""
+    link, utf16 = tmp_path / "link.db", tmp_path / "u16.txt"
+    link.symlink_to(tmp_path / "target.db")
+    utf16.write_bytes("# Title\n\nText.\n".encode("utf-16"))
+    status, _, err = cli(capsys, "--store", str(link), "ingest", str(utf16))
+    one_line_error(status, err, f"{utf16} is UTF-16, not UTF-8; convert it first")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["link.db", "u16.txt"]
+    assert link.is_symlink()
+
+
+def test_case14_a_folder_ingest_names_the_entries_it_skips(models, tmp_path, capsys):
+    """Links to nothing, link loops and pipes inside a folder used to be passed over without
+    a word, and a file that became one lost its stored passages as stale in silence."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nText.\n")
+    (folder / "b.md").write_text("# B\n\nMore text.\n")
+    store = tmp_path / "s.db"
+    ingest = ("--store", str(store), "ingest", "--root", str(tmp_path), str(folder))
+    status, out, err = cli(capsys, *ingest)
+    assert status == 0
+    assert "skipped" not in err
+    (folder / "b.md").unlink()
+    (folder / "b.md").symlink_to(folder / "gone.md")
+    os.mkfifo(folder / "pipe.txt")
+    (folder / "loop.md").symlink_to(folder / "loop.md")
+    status, out, err = cli(capsys, *ingest)
+    assert status == 0
+    assert err.splitlines()[-1] + "\n" == (
+        "graphstore: skipped 3 entries that are neither a file nor a folder (a link to "
+        "nothing, a pipe): notes/b.md, notes/loop.md, notes/pipe.txt\n"
+    )
+    assert "from 1 file" in out
+    assert "removed 1 stale passage" in out
+
+
 @pytest.mark.parametrize("model", ["", "  "])
 def test_case14_an_empty_model_is_refused_like_an_empty_store(tmp_path, capsys, model):
     """`--model ""` used to mean the default model, where `--store ""` is refused."""
