@@ -6,8 +6,8 @@ are indexed with id = title; gold = the supporting titles.  For k = 2, 5, 10: re
 of gold among the k returned), all@k (share of questions with every gold passage found),
 recall by question type, and the mean number of passages returned.  Latency: the median
 time of one search by vector (the question embeddings are precomputed) at the default k (5)
-and at k = 10, over three passes with the methods interleaved question by question, and its
-ratio to plain similarity in the same run.
+and at k = 10, over three passes with the methods interleaved question by question (each
+question starting with the next method), and its ratio to plain similarity in the same run.
 
 Links: none, KeyBERT top-5 keywords (`kw`, bidirectional), title mentions (a passage links out to
 every title of the corpus it names, by the title or its unambiguous qualifier-free form; the
@@ -106,13 +106,20 @@ def latencies(
 ) -> dict[str, float]:
     """Median seconds of each `search(i)` over the first `count` questions, `repetitions`
     times, the searches interleaved question by question so that every one meets the same
-    machine; after one warm-up call each."""
+    machine, each question starting one search further along the list, so that every
+    search follows each of the others equally often.  (In a fixed order the search right
+    after similarity, whose scan of the whole matrix evicts the caches, paid for it: with no
+    links, where every graph method runs the same MMR over the same roots, the default
+    measured 1.39× similarity at k = 10 and the same search with an option, later in the
+    order, 1.32×.)  After one warm-up call each."""
     times: dict[str, list[float]] = {name: [] for name in searches}
     for search in searches.values():
         search(0)
-    for _ in range(repetitions):
+    order = list(searches.items())
+    for repetition in range(repetitions):
         for i in range(count):
-            for name, search in searches.items():
+            start = (i + repetition) % len(order)
+            for name, search in order[start:] + order[:start]:
                 with Stopwatch() as watch:
                     search(i)
                 times[name].append(watch.seconds)
