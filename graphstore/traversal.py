@@ -231,7 +231,8 @@ class _Search:
 
     def _passed_on(self, node_id: str) -> float:
         """How much relevance `node_id` passes on over a tag (before the tag's weight)."""
-        return self._relevance(node_id) * self.strategy.damping ** self.reached[node_id].depth
+        share = hop_share(1.0, self.strategy.damping, self.reached[node_id].depth)
+        return share * self._relevance(node_id)
 
     async def run(self, initial_roots: Sequence[str]) -> list[Hit]:
         strategy = self.strategy
