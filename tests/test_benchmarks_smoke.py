@@ -13,6 +13,7 @@ import pytest
 
 from benchmarks import (
     embedded_scale,
+    embedding,
     extraction,
     filtered_search,
     ingest_memory,
@@ -104,3 +105,10 @@ def test_filtered_search(results_dir):
         assert by_search.keys() == filtered_search.SEARCHES.keys()
         assert all(row["samples"] > 0 for row in by_search.values())
     assert result["write_ms_per_passage"]["chapter, book, date"] > 0
+
+
+def test_embedding(results_dir):
+    result = run(embedding, "embedding", results_dir)
+    assert set(result["cold_start_s"]) == set(result["bulk_passages_per_s"]) == set(embedding.COLD)
+    assert result["passages"] == embedding.QUICK_PASSAGES
+    assert result["max_abs_difference"] < 1e-5

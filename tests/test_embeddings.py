@@ -10,6 +10,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from graphstore.embeddings import (
+    BertEmbeddings,
     E5Embeddings,
     LocalEmbeddings,
     SentenceTransformerEmbeddings,
@@ -48,6 +49,7 @@ async def test_every_async_call_of_a_local_model_runs_on_one_thread_off_the_loop
 
 
 def test_the_shipped_models_are_local_models():
+    assert issubclass(BertEmbeddings, LocalEmbeddings)
     assert issubclass(SentenceTransformerEmbeddings, LocalEmbeddings)
     assert issubclass(E5Embeddings, LocalEmbeddings)
 
