@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -76,20 +76,28 @@ def parse_yaml_cards(text: str, source: str) -> list[Card]:
     ]
 
 
-def read_cards(folder: Path, source_name: Callable[[Path], str]) -> list[Card]:
+class CardFolder(NamedTuple):
+    """The cards of a folder, and its entries with a card suffix that are neither a file nor
+    a folder (`splitting.FolderFiles.skipped`), named as passage sources are."""
+
+    cards: list[Card]
+    skipped: list[str]
+
+
+def read_cards(folder: Path, source_name: Callable[[Path], str]) -> CardFolder:
     """Every card under `folder` (`.md`, `.markdown`, `.yaml`, `.yml`), checked, with no two
     sharing a name or alias; `source_name` names a file as passage ids do."""
     if not folder.is_dir():
         raise InvalidInputError(f"{folder} is not a folder of cards")
-    files = scan_folder(folder, MARKDOWN + YAML).files
-    if not files:
+    found = scan_folder(folder, MARKDOWN + YAML)
+    if not found.files:
         raise InvalidInputError(f"no card files (.md, .yaml) in {folder}")
     cards: list[Card] = []
-    for path in files:
+    for path in found.files:
         source = source_name(path)
         text = read_text(path)
         if path.suffix.lower() in MARKDOWN:
             cards.append(parse_markdown_card(text, source))
         else:
             cards.extend(parse_yaml_cards(text, source))
-    return check_names(cards)
+    return CardFolder(check_names(cards), [source_name(path) for path in found.skipped])

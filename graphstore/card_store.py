@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from extractors.mentions import MentionLinkExtractor
-from graphstore.card_files import read_cards
+from graphstore.card_files import CardFolder, read_cards
 from graphstore.cards import CARD, Card, card_from_node, card_mentions, card_node, check_names
 from graphstore.errors import InvalidInputError
 from graphstore.ingest import (
@@ -130,7 +130,12 @@ async def aingest_with_cards(
     if not paths and cards_folder is None:
         raise InvalidInputError("give files or folders to ingest, or a folder of cards")
     base = ingest_root(root)
-    cards = read_cards(cards_folder, lambda path: source_name(path, base)) if cards_folder else []
+    folder = (
+        read_cards(cards_folder, lambda path: source_name(path, base))
+        if cards_folder
+        else CardFolder([], [])
+    )
+    cards = folder.cards
     plan = await aplan_cards(store, cards, [scope(cards_folder, base)] if cards_folder else [])
     mentions = plan.mentions()
     linked = [*linkers, text_linker(mentions)] if mentions is not None else list(linkers)
@@ -138,4 +143,5 @@ async def aingest_with_cards(
     if paths:
         report = await ingest(store, paths, linkers=linked, root=root, **options)
     removed = await awrite_cards(store, plan)
-    return replace(report, cards=len(cards), removed=report.removed + removed)
+    skipped = sorted({*report.skipped, *folder.skipped})
+    return replace(report, cards=len(cards), removed=report.removed + removed, skipped=skipped)

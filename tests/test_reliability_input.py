@@ -589,6 +589,31 @@ def test_case14_a_folder_ingest_names_the_entries_it_skips(models, tmp_path, cap
     assert "removed 1 stale passage" in out
 
 
+def test_case14_a_card_folder_ingest_names_the_entries_it_skips(models, tmp_path, capsys):
+    """A card file that became a link to nothing used to be passed over without a word, and
+    its stored card removed as stale in silence."""
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    (cards / "wukong.md").write_text("---\nname: 孙悟空\n---\n石猴。\n", encoding="utf-8")
+    (cards / "bajie.md").write_text("---\nname: 猪八戒\n---\n天蓬元帅。\n", encoding="utf-8")
+    store = tmp_path / "s.db"
+    ingest = ("--store", str(store), "ingest", "--root", str(tmp_path), "--cards", str(cards))
+    status, out, err = cli(capsys, *ingest)
+    assert status == 0
+    assert "skipped" not in err
+    assert "and 2 cards" in out
+    (cards / "bajie.md").unlink()
+    (cards / "bajie.md").symlink_to(cards / "gone.md")
+    status, out, err = cli(capsys, *ingest)
+    assert status == 0
+    assert err.splitlines()[-1] + "\n" == (
+        "graphstore: skipped 1 entry that is neither a file nor a folder (a link to "
+        "nothing, a pipe): cards/bajie.md\n"
+    )
+    assert "and 1 card" in out
+    assert "removed 1 stale passage" in out
+
+
 @pytest.mark.parametrize("model", ["", "  "])
 def test_case14_an_empty_model_is_refused_like_an_empty_store(tmp_path, capsys, model):
     """`--model ""` used to mean the default model, where `--store ""` is refused."""
