@@ -28,6 +28,7 @@ from extractors.normalize import normalize_tag
 from graphstore.embeddings import quiet_transformers
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
+from graphstore.optional import optional_import
 
 DEFAULT_MODEL = "urchade/gliner_mediumv2.1"
 """English GLiNER (hub name: needs the hub or its cache; a local directory works offline)."""
@@ -52,8 +53,7 @@ def load_gliner(model: str | Path) -> Any:
     """A GLiNER model from a local directory (never touching a hub) or a hub name; one that
     cannot be loaded is a one-line error."""
     quiet_transformers()
-    from gliner import GLiNER
-
+    GLiNER = optional_import("gliner", "entity links").GLiNER
     local = Path(model).is_dir()
     try:
         return GLiNER.from_pretrained(str(model), local_files_only=local)

@@ -23,6 +23,7 @@ from extractors.normalize import join_cjk_words, normalize_tag
 from graphstore.embeddings import minilm_dir, offline_quietly, quiet_transformers
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
+from graphstore.optional import optional_import
 
 Tokenizer = Callable[[str], list[str]]
 
@@ -113,9 +114,8 @@ class KeybertLinkExtractor(LinkExtractor[str]):
     def _loaded(self) -> Any:
         if self._keybert is None:
             quiet_transformers()  # before keybert imports it
-            from keybert import KeyBERT
-
-            self._keybert = KeyBERT(model=self._backend())
+            keybert = optional_import("keybert", "keyword links")
+            self._keybert = keybert.KeyBERT(model=self._backend())
         return self._keybert
 
     def _backend(self) -> Any:
@@ -124,9 +124,8 @@ class KeybertLinkExtractor(LinkExtractor[str]):
             model = minilm_dir()
         if isinstance(model, (str, Path)):
             offline_quietly()
-            from sentence_transformers import SentenceTransformer
-
-            return SentenceTransformer(str(model), device="cpu")
+            library = optional_import("sentence_transformers", "keyword links")
+            return library.SentenceTransformer(str(model), device="cpu")
         if hasattr(model, "embed_documents"):
             return _embeddings_backend(model)
         return model

@@ -20,6 +20,7 @@ from extractors.base import LinkExtractor
 from extractors.normalize import fold, is_cjk, normalize_tag
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
+from graphstore.optional import optional_import
 
 _QUALIFIED = re.compile(r"^(?P<base>.*\S)\s*[(（][^()（）]+[)）]$")
 """A title with a trailing qualifier: "Billy Murray (singer)", "西游记（电视剧）"."""
@@ -92,8 +93,7 @@ class MentionLinkExtractor(LinkExtractor[str]):
 
     def _loaded(self) -> Any:
         if self._automaton is None:
-            import ahocorasick
-
+            ahocorasick = optional_import("ahocorasick", "mention links")
             automaton = ahocorasick.Automaton()
             for key, tags in self._targets.items():
                 automaton.add_word(key, (len(key), frozenset(tags)))

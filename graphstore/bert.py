@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from graphstore.errors import InvalidInputError
+from graphstore.optional import optional_import
 
 Matrix = NDArray[np.float32]
 
@@ -165,15 +166,14 @@ class BertEncoder:
     """Unit-length mean-pooled BERT embeddings, as sentence-transformers computes them."""
 
     def __init__(self, folder: str | Path) -> None:
-        from safetensors.numpy import load_file
-        from tokenizers import Tokenizer
-
+        tokenizers = optional_import("tokenizers", "the default model")
+        safetensors = optional_import("safetensors.numpy", "the default model")
         folder = Path(folder)
         max_length = _check_sentence_model(folder)
         config = _json(folder / "config.json")
         try:
-            self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-            tensors = load_file(str(folder / "model.safetensors"))
+            self._tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+            tensors = safetensors.load_file(str(folder / "model.safetensors"))
         except Exception as error:  # both libraries raise their own kinds for a broken file
             first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
             raise InvalidInputError(f"cannot load the model in {folder}: {first_line}") from error

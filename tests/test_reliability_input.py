@@ -614,6 +614,28 @@ def test_case14_a_card_folder_ingest_names_the_entries_it_skips(models, tmp_path
     assert "removed 1 stale passage" in out
 
 
+@pytest.mark.parametrize(
+    ("options", "module", "purpose"),
+    [
+        (["--links", "keywords"], "keybert", "keyword links"),
+        (["--links", "entities", "--gliner-model", "."], "gliner", "entity links"),
+    ],
+)
+def test_case14_links_whose_library_is_missing_name_the_extra_to_install(
+    tmp_path, capsys, options, module, purpose
+):
+    """A missing model library (an install without the `models` extra) used to end in a
+    traceback."""
+    (tmp_path / "a.md").write_text("# A\n\nAda Lovelace wrote notes on the engine.\n")
+    store = tmp_path / "s.db"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, module, None)  # what `import` finds when not installed
+        status, _, err = cli(capsys, "--store", str(store), "ingest", *options, str(tmp_path))
+    expected = f"{purpose}: {module} is not installed; pip install 'graphstore[models]'"
+    one_line_error(status, err, expected)
+    assert not store.exists()
+
+
 @pytest.mark.parametrize("model", ["", "  "])
 def test_case14_an_empty_model_is_refused_like_an_empty_store(tmp_path, capsys, model):
     """`--model ""` used to mean the default model, where `--store ""` is refused."""
