@@ -5,7 +5,7 @@ took ~10 s, which every `graphstore search` paid to embed one short query.  This
 pass needs only NumPy, `tokenizers` and `safetensors`; it loads in half a second and gives
 the same vectors (2e-7 apart, `benchmarks/embedding.py`; `tests/test_bert.py` pins 1e-5),
 so stores embedded either way are searched alike.  In bulk, in one process, it is slower
-(0.7×: torch fuses GELU and attention), which a large ingest may feel.  It reads a
+(0.7×: torch fuses GELU and attention), though a CLI ingest measured faster.  It reads a
 sentence-transformers folder of a BERT model with mean pooling and unit-length output, and
 refuses any other.
 """
