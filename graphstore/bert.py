@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from graphstore.errors import InvalidInputError
+from graphstore.errors import InvalidInputError, one_line
 from graphstore.optional import optional_import
 
 Matrix = NDArray[np.float32]
@@ -137,9 +137,10 @@ def _json(path: Path) -> Any:
         raise InvalidInputError(f"cannot read {path}: {error}") from error
 
 
-def _check_sentence_model(folder: Path) -> int:
-    """The folder's `max_seq_length`, once it is known to be a BERT with mean pooling and a
-    Normalize module (what `BertEncoder` computes); a one-line error otherwise."""
+def _sentence_model(folder: Path) -> tuple[dict[str, Any], int]:
+    """The folder's model config and `max_seq_length`, once it is known to be a BERT with
+    mean pooling and a Normalize module (what `BertEncoder` computes); a one-line error
+    otherwise."""
     refused = InvalidInputError(f"{folder} is not a BERT model with mean pooling, normalized")
     config = _json(folder / "config.json")
     try:
@@ -159,7 +160,7 @@ def _check_sentence_model(folder: Path) -> int:
         raise refused from error
     if not computable:
         raise refused
-    return max_length
+    return config, max_length
 
 
 class BertEncoder:
@@ -169,14 +170,14 @@ class BertEncoder:
         tokenizers = optional_import("tokenizers", "the default model")
         safetensors = optional_import("safetensors.numpy", "the default model")
         folder = Path(folder)
-        max_length = _check_sentence_model(folder)
-        config = _json(folder / "config.json")
+        config, max_length = _sentence_model(folder)
         try:
             self._tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
             tensors = safetensors.load_file(str(folder / "model.safetensors"))
         except Exception as error:  # both libraries raise their own kinds for a broken file
-            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise InvalidInputError(f"cannot load the model in {folder}: {first_line}") from error
+            raise InvalidInputError(
+                f"cannot load the model in {folder}: {one_line(error)}"
+            ) from error
         self._tokenizer.enable_truncation(max_length)
         self._tokenizer.no_padding()
         weights = {name.removeprefix("bert."): tensor for name, tensor in tensors.items()}

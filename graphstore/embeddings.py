@@ -19,7 +19,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from graphstore.bert import BertEncoder
-from graphstore.errors import InvalidInputError
+from graphstore.errors import InvalidInputError, one_line
 from graphstore.optional import optional_import
 
 DEFAULT_MODEL = "minilm"
@@ -89,9 +89,8 @@ class SentenceTransformerEmbeddings(LocalEmbeddings):
             try:
                 self._model = library.SentenceTransformer(str(self.model_dir), device="cpu")
             except Exception as error:  # the library raises many kinds for a broken folder
-                first_line = str(error).strip().splitlines()[:1] or [type(error).__name__]
                 raise InvalidInputError(
-                    f"cannot load the model in {self.model_dir}: {first_line[0]}"
+                    f"cannot load the model in {self.model_dir}: {one_line(error)}"
                 ) from error
         return self._model
 

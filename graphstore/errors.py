@@ -1,6 +1,13 @@
 """The errors users see: each carries a one-line message naming the problem."""
 
 
+def one_line(error: BaseException) -> str:
+    """The first line of what `error` says (its type's name when it says nothing): how a
+    library's error is quoted in one of ours."""
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
 class GraphStoreError(Exception):
     """Base class of every error the store raises on purpose."""
 

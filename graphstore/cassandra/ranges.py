@@ -34,8 +34,8 @@ from graphstore.cassandra.filters import RangeColumn, code
 from graphstore.cassandra.queries import CREATE_META, INSERT_META, SCAN_NODES, SELECT_META
 from graphstore.cassandra.rows import tag_map
 from graphstore.cassandra.schema import DDL_TIMEOUT
-from graphstore.cassandra.session import Requests, one_line
-from graphstore.errors import StorageError
+from graphstore.cassandra.session import Requests
+from graphstore.errors import StorageError, one_line
 from graphstore.filters import FilterValues
 from graphstore.links import TagKey
 

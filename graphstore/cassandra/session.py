@@ -28,7 +28,7 @@ from cassandra.policies import RetryPolicy
 from cassandra.query import BatchStatement, BatchType, tuple_factory
 
 from graphstore.cassandra.consistency import Consistency
-from graphstore.errors import InvalidInputError, StorageError
+from graphstore.errors import InvalidInputError, StorageError, one_line
 
 DEFAULT_MAX_IN_FLIGHT = 32
 DEFAULT_TIMEOUT = 10.0
@@ -174,11 +174,6 @@ def _resolve(
         waiter.set_result(rows)
     else:
         waiter.set_exception(error)
-
-
-def one_line(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0]
 
 
 def query_level(query: str, consistency: Consistency) -> int:

@@ -71,13 +71,12 @@ from graphstore.cassandra.session import (
     DEFAULT_RETRY_WINDOW,
     DEFAULT_TIMEOUT,
     Requests,
-    one_line,
 )
 from graphstore.cassandra.tables import PARTS, Tables
 from graphstore.cassandra.tag_reads import TagReader
 from graphstore.cassandra.url import DEFAULT_PORT, DEFAULT_TABLE, identifier, parse_url
 from graphstore.cassandra.writes import Writer
-from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
+from graphstore.errors import InvalidInputError, StorageError, StoreOpenError, one_line
 from graphstore.filters import EVERYTHING, Condition, FilterValues, holds, matches
 from graphstore.links import TagKey
 from graphstore.nodes import StoredNode, TagHit, Vector

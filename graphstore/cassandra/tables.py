@@ -14,8 +14,8 @@ from graphstore.cassandra.schema import (
     UPGRADE,
     VECTOR_TYPE,
 )
-from graphstore.cassandra.session import Requests, one_line
-from graphstore.errors import StoreOpenError
+from graphstore.cassandra.session import Requests
+from graphstore.errors import StoreOpenError, one_line
 
 PARTS = ("nodes", "tags", "hot", "hot_tags", "meta")
 """Every table of a store: `<table>_<part>`."""
