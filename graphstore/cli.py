@@ -40,7 +40,7 @@ from graphstore.nodes import Hit, hit_json
 from graphstore.prompt import CARD_SHARE, DEFAULT_TEMPLATE, PROMPT_K, awriter_context
 from graphstore.splitting import MAX_CHARS, check_max_chars, read_text
 from graphstore.store import GraphStore
-from graphstore.strategy import DEFAULT
+from graphstore.strategy import DEFAULT, ROOTS
 from graphstore.traversal import TraversalStats
 
 LINK_CHOICES = (
@@ -166,7 +166,7 @@ def _strategy_options(command: argparse.ArgumentParser) -> None:
     """Options that override the default search's settings (`graphstore.strategy`)."""
     command.add_argument("--depth", type=int, help=f"tag hops (default {DEFAULT.depth})")
     command.add_argument(
-        "--fetch-k", type=int, help=f"nearest passages as roots (default {DEFAULT.fetch_k})"
+        "--fetch-k", type=int, help=f"nearest passages as roots (default: k, at least {ROOTS})"
     )
     command.add_argument(
         "--adjacent-k", type=int, help=f"passages per tag (default {DEFAULT.adjacent_k})"

@@ -333,7 +333,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         initial_roots: Sequence[str] = (),
         k: int = MMR_TRAVERSAL.k,
         depth: int = MMR_TRAVERSAL.depth,
-        fetch_k: int = MMR_TRAVERSAL.fetch_k,
+        fetch_k: int | None = None,
         adjacent_k: int = MMR_TRAVERSAL.adjacent_k,
         lambda_mult: float = MMR_TRAVERSAL.lambda_mult,
         score_threshold: float = MMR_TRAVERSAL.score_threshold,

@@ -33,6 +33,7 @@ from graphstore.strategy import (
     MMR_TRAVERSAL,
     check_count,
     check_options,
+    roots_for,
     search_strategy,
 )
 from graphstore.traversal import Traversal, TraversalStats
@@ -256,10 +257,10 @@ class GraphStore:
 
         Roots are the nearest passages; passages linked to them inherit relevance damped by
         how specific the shared tag is (`graphstore.relevance`).  Returns exactly `k` hits
-        unless fewer pass `filter`: `fetch_k` defaults to `max(10, k)` roots.  `options`
-        override the other `Strategy` settings (`depth`, `adjacent_k`, `expand_k`,
-        `lambda_mult`, `damping`, …); pass `stats=TraversalStats(keep_unselected=True)` to
-        see the candidates that lost.
+        unless fewer pass `filter`: `fetch_k` defaults to `max(5, k)` roots
+        (`strategy.ROOTS`).  `options` override the other `Strategy` settings (`depth`,
+        `adjacent_k`, `expand_k`, `lambda_mult`, `damping`, …); pass
+        `stats=TraversalStats(keep_unselected=True)` to see the candidates that lost.
         """
         strategy = search_strategy(k, **options)
         where = parse_filter(filter)
@@ -322,7 +323,7 @@ class GraphStore:
         *,
         k: int = MMR_TRAVERSAL.k,
         depth: int = MMR_TRAVERSAL.depth,
-        fetch_k: int = MMR_TRAVERSAL.fetch_k,
+        fetch_k: int | None = None,
         adjacent_k: int = MMR_TRAVERSAL.adjacent_k,
         lambda_mult: float = MMR_TRAVERSAL.lambda_mult,
         score_threshold: float = MMR_TRAVERSAL.score_threshold,
@@ -332,8 +333,8 @@ class GraphStore:
         stats: TraversalStats | None = None,
         **options: Any,
     ) -> list[Hit]:
-        """MMR-select `k` nodes among the `fetch_k` nearest and nodes up to `depth` hops away,
-        expanding each node when it is selected.
+        """MMR-select `k` nodes among the `fetch_k` nearest (default `max(5, k)`, as `search`)
+        and nodes up to `depth` hops away, expanding each node when it is selected.
 
         Relevance is path-aware, as in `search`.  `max_candidates_per_step` caps how many
         new candidates one expansion adds over all its tags (default: `fetch_k`, at least
@@ -342,7 +343,7 @@ class GraphStore:
         strategy = MMR_TRAVERSAL.with_options(
             k=k,
             depth=depth,
-            fetch_k=fetch_k,
+            fetch_k=roots_for(k) if fetch_k is None else fetch_k,
             adjacent_k=adjacent_k,
             lambda_mult=lambda_mult,
             score_threshold=score_threshold,

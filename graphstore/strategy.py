@@ -51,6 +51,17 @@ def check_options(options: Iterable[str], known: Iterable[str]) -> None:
         )
 
 
+ROOTS = 5
+"""The fewest roots a search starts from: by default it takes the max(`ROOTS`, k) nearest.
+
+From k roots up, a store without links returns exactly the k passages nearest to the query
+and a link can only swap one of them for a passage it leads to, so plain similarity is the
+floor by construction.  Below k = 5, MMR picks among the 5 nearest (above similarity at
+k = 2 on both dev sets).  Ten roots let MMR trade a near root for a less similar one at
+k = 5, which cost gold passages without links, and doubled the rows of Cassandra's root
+query (`benchmarks/README.md`, quality)."""
+
+
 @dataclass(frozen=True)
 class Strategy:
     """How one graph search finds and selects passages.
@@ -69,7 +80,7 @@ class Strategy:
     """
 
     k: int = 5
-    fetch_k: int = 10
+    fetch_k: int = ROOTS
     depth: int = 2
     adjacent_k: int = 5
     expand_k: int = 0
@@ -116,10 +127,15 @@ MMR_TRAVERSAL = replace(DEFAULT, k=4)
 """`mmr_traversal_search`'s defaults: the same search, with LangChain's usual k."""
 
 
+def roots_for(k: int) -> int:
+    """How many nearest passages a search of `k` starts from by default: max(`ROOTS`, k)."""
+    return max(ROOTS, k)
+
+
 def search_strategy(k: int, **options: Any) -> Strategy:
     """The default search (`GraphStore.search`) at `k` with `options` (other `Strategy`
-    fields), validated; `fetch_k` defaults to max(10, k) roots, so that k passages come
-    back.  Without options the strategy is built once per k: nearly every search asks for
+    fields), validated; `fetch_k` defaults to max(`ROOTS`, k) roots, so that k passages
+    come back.  Without options the strategy is built once per k: nearly every search asks for
     one, and building it costs what a tag step does."""
     if options:
         return _with_options(k, options)
@@ -127,7 +143,7 @@ def search_strategy(k: int, **options: Any) -> Strategy:
 
 
 def _with_options(k: int, options: dict[str, Any]) -> Strategy:
-    options.setdefault("fetch_k", max(DEFAULT.fetch_k, check_count("k", k)))
+    options.setdefault("fetch_k", roots_for(check_count("k", k)))
     return DEFAULT.with_options(k=k, **options).checked()
 
 

@@ -14,7 +14,7 @@ import pytest
 from graphstore import GraphStore, InvalidInputError, Link, Node
 from graphstore.storage import Storage
 from graphstore.store import run_sync
-from graphstore.strategy import DEFAULT, search_strategy
+from graphstore.strategy import DEFAULT, ROOTS, search_strategy
 from graphstore.testing.embeddings import KeyedEmbeddings
 from graphstore.traversal import TraversalStats
 
@@ -323,7 +323,7 @@ async def test_bad_search_parameters_are_refused(backend, options, message):
 
 def test_default_search_strategy_is_kept_per_k_and_options_apply_on_top():
     assert search_strategy(5) is search_strategy(5)
-    assert (search_strategy(5).fetch_k, search_strategy(20).fetch_k) == (10, 20)
+    assert [search_strategy(k).fetch_k for k in (2, 5, 20)] == [ROOTS, 5, 20]
     assert search_strategy(5, lambda_mult=1.0).lambda_mult == 1.0
     assert search_strategy(5).lambda_mult == DEFAULT.lambda_mult
     assert search_strategy(5, fetch_k=3).fetch_k == 3
@@ -376,6 +376,23 @@ async def test_bridge_passage_dissimilar_to_the_query_is_returned(backend):
     assert hits[1].score == pytest.approx(1.0, abs=1e-5)  # a one-passage tag passes it whole
     mmr = await store.ammr_traversal_search("q", k=2)
     assert [h.node.id for h in mmr] == ["A", "B"]
+
+
+@pytest.mark.parametrize("k", [ROOTS, ROOTS + 2])
+async def test_without_links_the_default_searches_return_the_nearest_passages(backend, k):
+    """Five near copies of one answer lead; D, less similar and unlike them, comes sixth.
+    With ten roots MMR traded the fifth copy for D at k = 5, below plain similarity; from
+    k = `ROOTS` up the roots are the k nearest and only a link could replace one."""
+    nodes = {f"A{i}": (norm([1.0, 0.484 + 0.027 * i, 0]), []) for i in range(5)}
+    nodes |= {"D": (norm([1.0, -0.62, 0]), [])}
+    nodes |= {f"F{i}": (norm([0.3, 0.2 * i, 1.0]), []) for i in range(6)}
+    store = await build(backend, nodes)
+    nearest = {h.node.id for h in await store.asimilarity_search("q", k=k)}
+    assert len(nearest) == k
+    assert {h.node.id for h in await store.asearch("q", k=k)} == nearest
+    assert {h.node.id for h in await store.ammr_traversal_search("q", k=k)} == nearest
+    wider = {h.node.id for h in await store.asearch("q", k=ROOTS, fetch_k=10)}
+    assert "D" in wider  # what ten roots returned: MMR's diversity at work among the roots
 
 
 async def test_a_root_raised_by_a_link_says_which_link_raised_it(backend):
