@@ -15,6 +15,7 @@ from graphstore.cassandra import CassandraStorage
 from graphstore.cassandra.filters import (
     ANN_LIMIT,
     ANN_OVERFETCH,
+    ROOT_ROWS,
     Branch,
     Plan,
     RangeColumn,
@@ -84,6 +85,8 @@ def test_an_ann_search_asks_for_more_rows_than_it_returns_within_the_limit():
     assert [first_limit(10), first_limit(10, ANN_OVERFETCH)] == [10, 10 * ANN_OVERFETCH]
     assert first_limit(ANN_LIMIT // 2, ANN_OVERFETCH) == ANN_LIMIT  # never above the limit
     assert first_limit(ANN_LIMIT + 1, ANN_OVERFETCH) is None  # beyond it: rows read and ranked
+    # A graph search's roots: at least ROOT_ROWS, however few it keeps.
+    assert [first_limit(k, ANN_OVERFETCH, ROOT_ROWS) for k in (5, 10, 20)] == [40, 40, 80]
 
 
 async def test_an_overfetched_search_asks_again_only_while_fewer_than_k_rows_pass():
@@ -99,7 +102,7 @@ async def test_an_overfetched_search_asks_again_only_while_fewer_than_k_rows_pas
     ranking = Ranking[tuple[str, float, bool]](
         lambda row: row[0], lambda row: row[1], lambda row: row[2]
     )
-    found = await top_k(Plan((Branch((), (), False),), EVERYTHING), 10, fetch, ranking, 4)
+    found = await top_k(Plan((Branch((), (), False),), EVERYTHING), 10, fetch, ranking, overfetch=4)
     assert limits == [40, 160]
     assert [row[0] for row in found] == [f"n{i:04d}" for i in range(0, 50, 5)]
 

@@ -44,6 +44,12 @@ k best by exact score: SAI's graph search misses true neighbours at a small LIMI
 2Wiki dev set (7,005 passages) similarity R@5 was 0.51 / 0.55 / 0.57 at 1 / 2 / 4 × k
 against 0.60 exact, and the default search 0.74 / 0.775 / 0.81 against 0.82, for ~4.5 ms
 more per query at 4 × k (benchmarks/README.md)."""
+ROOT_ROWS = 40
+"""The fewest rows a graph search's roots ask SAI for (`search_hits`), however few roots it
+keeps: the roots decide what the traversal reaches, and SAI's graph search misses true
+neighbours at a small LIMIT.  On 2Wiki with mention links the default search at k = 5 (5
+roots) found R@5 0.803 from 20 rows, 0.816 from 30 and 0.825 from 40, for 2.2 ms more per
+search than 20 (benchmarks/README.md, quality)."""
 MAX_BRANCHES = 16
 """Most queries one condition becomes; a larger normal form runs as one inexact query."""
 STRING_PREFIX_BYTES = 40
@@ -257,21 +263,28 @@ class Ranking(Generic[T]):
     passes: Callable[[T], bool]
 
 
-def first_limit(k: int, overfetch: int = 1) -> int | None:
-    """The LIMIT of a branch's first ANN query for the nearest `k`: `overfetch` × k, within
-    Cassandra's largest LIMIT, or None (read the rows and rank them) beyond it."""
-    return None if k > ANN_LIMIT else min(ANN_LIMIT, overfetch * k)
+def first_limit(k: int, overfetch: int = 1, least: int = 0) -> int | None:
+    """The LIMIT of a branch's first ANN query for the nearest `k`: `overfetch` × k and at
+    least `least`, within Cassandra's largest LIMIT, or None (read the rows and rank them)
+    beyond it."""
+    return None if k > ANN_LIMIT else min(ANN_LIMIT, max(overfetch * k, least))
 
 
 async def top_k(
-    planned: Plan, k: int, fetch: Fetch[T], ranking: Ranking[T], overfetch: int = 1
+    planned: Plan,
+    k: int,
+    fetch: Fetch[T],
+    ranking: Ranking[T],
+    *,
+    overfetch: int = 1,
+    least: int = 0,
 ) -> list[T]:
     """The `k` rows nearest the query among those passing the plan's condition; each branch
-    first asks for `overfetch` × k rows (`ANN_OVERFETCH`), and for more only while fewer
-    than k of them pass."""
+    first asks for `overfetch` × k rows (`ANN_OVERFETCH`) and at least `least`, and for more
+    only while fewer than k of them pass."""
     if not planned.branches or k <= 0:
         return []
-    limit = first_limit(k, overfetch)
+    limit = first_limit(k, overfetch, least)
     found = await asyncio.gather(
         *(_branch_top_k(branch, k, fetch, ranking, limit) for branch in planned.branches)
     )

@@ -32,6 +32,7 @@ from graphstore.cassandra.check import scanned_problems, scanned_stats
 from graphstore.cassandra.consistency import Consistency
 from graphstore.cassandra.filters import (
     ANN_OVERFETCH,
+    ROOT_ROWS,
     Branch,
     Plan,
     Ranking,
@@ -389,7 +390,7 @@ class CassandraStorage(Storage):
             lambda found: found.similarity,
             lambda found: matches(where, found.stored.node.metadata),
         )
-        found = await top_k(await self._plan(where), k, fetch, ranking, ANN_OVERFETCH)
+        found = await top_k(await self._plan(where), k, fetch, ranking, overfetch=ANN_OVERFETCH)
         return found if self.replicas == 1 else await self._current(found, query, where)
 
     async def _current(
@@ -414,7 +415,14 @@ class CassandraStorage(Storage):
         # more, a search reads the nodes it returns at the read level (see `_current`).
         with_nodes = self.replicas == 1
         return await self._hits(
-            query, k, where, templates, (), overfetch=ANN_OVERFETCH, with_nodes=with_nodes
+            query,
+            k,
+            where,
+            templates,
+            (),
+            overfetch=ANN_OVERFETCH,
+            least=ROOT_ROWS,
+            with_nodes=with_nodes,
         )
 
     async def _hits(
@@ -426,12 +434,13 @@ class CassandraStorage(Storage):
         keys: tuple[Any, ...],
         *,
         overfetch: int = 1,
+        least: int = 0,
         with_nodes: bool = False,
     ) -> list[TagHit]:
         """The `k` hits nearest `query` passing `where`: `templates` are an ANN query, the
         same without ANN (beyond the ANN limit) and the prefix of their filter restrictions,
-        both restricted by the bound `keys` first; `overfetch` as in `top_k`; `with_nodes`
-        as in `rows.tag_hits` (ANN rows only)."""
+        both restricted by the bound `keys` first; `overfetch` and `least` as in `top_k`;
+        `with_nodes` as in `rows.tag_hits` (ANN rows only)."""
         search, scan, prefix = templates
         terms: dict[str, frozenset[str]] = {}
 
@@ -451,7 +460,9 @@ class CassandraStorage(Storage):
             lambda hit: hit.similarity,
             lambda hit: holds(where, FilterValues.of_terms(terms[hit.id])),
         )
-        return await top_k(await self._plan(where), k, fetch, ranking, overfetch)
+        return await top_k(
+            await self._plan(where), k, fetch, ranking, overfetch=overfetch, least=least
+        )
 
     async def _bucket_hits(
         self, query: Vector, k: int, where: Condition, bucket: tuple[str, str, int]
