@@ -58,8 +58,7 @@ From k roots up, a store without links returns exactly the k passages nearest to
 and a link can only swap one of them for a passage it leads to, so plain similarity is the
 floor by construction.  Below k = 5, MMR picks among the 5 nearest (above similarity at
 k = 2 on both dev sets).  Ten roots let MMR trade a near root for a less similar one at
-k = 5, which cost gold passages without links, and doubled the rows of Cassandra's root
-query (`benchmarks/README.md`, quality)."""
+k = 5, which cost gold passages without links (`benchmarks/README.md`, quality)."""
 
 
 @dataclass(frozen=True)
