@@ -60,6 +60,11 @@ class LocalEmbeddings(Embeddings):
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="graphstore-embeddings")
         return self._thread
 
+    def embed_query(self, text: str) -> list[float]:
+        """The embedding of one query: a document like any other, unless a model says
+        otherwise (e5 prefixes queries)."""
+        return self.embed_documents([text])[0]
+
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         """`embed_documents` on the model's thread."""
         loop = asyncio.get_running_loop()
@@ -101,10 +106,6 @@ class SentenceTransformerEmbeddings(LocalEmbeddings):
         )
         return [list(map(float, vector)) for vector in vectors]
 
-    def embed_query(self, text: str) -> list[float]:
-        """The embedding of one query."""
-        return self.embed_documents([text])[0]
-
 
 class BertEmbeddings(LocalEmbeddings):
     """A BERT sentence model (mean pooling, unit length) from a local sentence-transformers
@@ -124,10 +125,6 @@ class BertEmbeddings(LocalEmbeddings):
         """Unit-length embeddings of `texts`."""
         vectors: list[list[float]] = self._loaded().encode(texts).tolist()
         return vectors
-
-    def embed_query(self, text: str) -> list[float]:
-        """The embedding of one query."""
-        return self.embed_documents([text])[0]
 
 
 class E5Embeddings(LocalEmbeddings):
