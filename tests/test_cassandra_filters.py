@@ -15,7 +15,7 @@ from graphstore.cassandra import CassandraStorage
 from graphstore.cassandra.filters import (
     ANN_LIMIT,
     ANN_OVERFETCH,
-    ROOT_ROWS,
+    ANN_ROWS,
     Branch,
     Plan,
     RangeColumn,
@@ -85,8 +85,8 @@ def test_an_ann_search_asks_for_more_rows_than_it_returns_within_the_limit():
     assert [first_limit(10), first_limit(10, ANN_OVERFETCH)] == [10, 10 * ANN_OVERFETCH]
     assert first_limit(ANN_LIMIT // 2, ANN_OVERFETCH) == ANN_LIMIT  # never above the limit
     assert first_limit(ANN_LIMIT + 1, ANN_OVERFETCH) is None  # beyond it: rows read and ranked
-    # A graph search's roots: at least ROOT_ROWS, however few it keeps.
-    assert [first_limit(k, ANN_OVERFETCH, ROOT_ROWS) for k in (5, 10, 20)] == [40, 40, 80]
+    # A nearest-passage query (similarity, a graph search's roots): at least ANN_ROWS.
+    assert [first_limit(k, ANN_OVERFETCH, ANN_ROWS) for k in (5, 10, 20)] == [40, 40, 80]
 
 
 async def test_an_overfetched_search_asks_again_only_while_fewer_than_k_rows_pass():

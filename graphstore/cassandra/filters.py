@@ -44,12 +44,14 @@ k best by exact score: SAI's graph search misses true neighbours at a small LIMI
 2Wiki dev set (7,005 passages) similarity R@5 was 0.51 / 0.55 / 0.57 at 1 / 2 / 4 × k
 against 0.60 exact, and the default search 0.74 / 0.775 / 0.81 against 0.82, for ~4.5 ms
 more per query at 4 × k (benchmarks/README.md)."""
-ROOT_ROWS = 40
-"""The fewest rows a graph search's roots ask SAI for (`search_hits`), however few roots it
-keeps: the roots decide what the traversal reaches, and SAI's graph search misses true
-neighbours at a small LIMIT.  On 2Wiki with mention links the default search at k = 5 (5
-roots) found R@5 0.803 from 20 rows, 0.816 from 30 and 0.825 from 40, for 2.2 ms more per
-search than 20 (benchmarks/README.md, quality)."""
+ANN_ROWS = 40
+"""The fewest rows a nearest-passage query asks SAI for, however few it keeps: similarity's
+results and a graph search's roots (which decide what the traversal reaches) alike, so the
+two start from the same neighbours.  At a small LIMIT SAI misses true neighbours: on 2Wiki
+similarity R@2 / R@5 was 0.445 / 0.576 from 8 / 20 rows and 0.473 / 0.592 from 40 (0.476 /
+0.598 exact), for ~1.5 ms more per query; the default search with mention links at k = 5 (5
+roots) found R@5 0.803 from 20 rows, 0.816 from 30 and 0.825 from 40 (benchmarks/README.md,
+quality)."""
 MAX_BRANCHES = 16
 """Most queries one condition becomes; a larger normal form runs as one inexact query."""
 STRING_PREFIX_BYTES = 40

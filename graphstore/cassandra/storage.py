@@ -32,7 +32,7 @@ from graphstore.cassandra.check import scanned_problems, scanned_stats
 from graphstore.cassandra.consistency import Consistency
 from graphstore.cassandra.filters import (
     ANN_OVERFETCH,
-    ROOT_ROWS,
+    ANN_ROWS,
     Branch,
     Plan,
     Ranking,
@@ -390,7 +390,8 @@ class CassandraStorage(Storage):
             lambda found: found.similarity,
             lambda found: matches(where, found.stored.node.metadata),
         )
-        found = await top_k(await self._plan(where), k, fetch, ranking, overfetch=ANN_OVERFETCH)
+        planned = await self._plan(where)
+        found = await top_k(planned, k, fetch, ranking, overfetch=ANN_OVERFETCH, least=ANN_ROWS)
         return found if self.replicas == 1 else await self._current(found, query, where)
 
     async def _current(
@@ -421,7 +422,7 @@ class CassandraStorage(Storage):
             templates,
             (),
             overfetch=ANN_OVERFETCH,
-            least=ROOT_ROWS,
+            least=ANN_ROWS,
             with_nodes=with_nodes,
         )
 
