@@ -32,7 +32,7 @@ from benchmarks.common import (
     write_json,
 )
 from benchmarks.load_scaling import BATCH, timed_chunks, warm_up_chunk
-from benchmarks.traversal_time import SEARCHES, graphstore_searches, measure
+from benchmarks.traversal_time import SEARCHES, RequestCounter, graphstore_searches, measure
 from graphstore.nodes import Node
 from graphstore.store import GraphStore
 
@@ -121,9 +121,10 @@ async def latency(backend: Backend, corpus: Corpus, repetitions: int) -> dict[st
     try:
         await store.aadd_nodes(corpus.nodes, vectors=corpus.vectors)
         searches = graphstore_searches(store)
+        counter = RequestCounter(backend.session)
         results = {
             name: await measure(
-                searches[name], corpus.questions, corpus.question_vectors, repetitions
+                searches[name], corpus.questions, corpus.question_vectors, repetitions, counter
             )
             for name in MEASURED
         }

@@ -121,7 +121,7 @@ def _merge_vectors(name: str, new: dict[str, np.ndarray]) -> dict[str, np.ndarra
         table.update(new)
         CACHE.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.tmp.npz")
-        np.savez(partial, **table)
+        np.savez(partial, allow_pickle=False, **table)
         partial.replace(path)
     return table
 

@@ -132,7 +132,8 @@ class Corpus:
 
 def unit_rows(matrix: NDArray[np.float32]) -> NDArray[np.float32]:
     """Each row scaled to unit length."""
-    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    scaled: NDArray[np.float32] = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    return scaled
 
 
 def rss_mib() -> tuple[float, float]:

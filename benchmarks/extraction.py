@@ -89,7 +89,7 @@ def measure(extractor: LinkExtractor[str], texts: list[str], rounds: int) -> dic
             with Stopwatch() as watch:
                 links[mode] = run()
             seconds[mode].append(watch.seconds)
-    summary = {
+    summary: dict[str, Any] = {
         mode: {
             "median_s": median(samples),
             "min_s": min(samples),

@@ -355,7 +355,8 @@ async def hot_tag(backend: Backend, passages: int) -> dict[str, Any]:
         small = sorted(tag for tag, size in sizes.items() if 2 <= size <= 20)
         small = small[:: max(1, len(small) // HOT_TAG_QUERIES)][:HOT_TAG_QUERIES]
         queries = data.embed([q["question"] for q in data.hotpot_questions()])
-        hot_ms, small_ms = [], []
+        hot_ms: list[float] = []
+        small_ms: list[float] = []
         for i, query in enumerate(queries[:HOT_TAG_QUERIES]):
             for tag, timings in ((HOT_TAG.key, hot_ms), (small[i % len(small)], small_ms)):
                 with Stopwatch() as watch:

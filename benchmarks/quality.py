@@ -24,8 +24,8 @@ embeddings and links as metadata).  No setting differs between data sets.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -72,6 +72,7 @@ CORE = ("similarity", "search (default)", "mmr_traversal_search (default)")
 REPETITIONS = 3
 """Passes over the questions for latency; medians over all of them."""
 
+T = TypeVar("T")
 Retrieve = Callable[[int, int], list[str]]
 """(question index, k) -> ranked titles."""
 
@@ -143,7 +144,7 @@ def link_sets(
 
 
 def graphstore_methods(store: GraphStore, vectors: np.ndarray) -> dict[str, Callable[..., Any]]:
-    """Each method as (question index, k) -> coroutine of hits."""
+    """Each method as (question index, k) -> hits (run to the end on this thread's loop)."""
 
     def default(i: int, k: int) -> Any:
         return store.asearch(vectors[i], k=k)
@@ -156,7 +157,17 @@ def graphstore_methods(store: GraphStore, vectors: np.ndarray) -> dict[str, Call
     }
     for name, options in ALTERNATIVES.items():
         methods[name] = lambda i, k, options=options: store.asearch(vectors[i], k=k, **options)
-    return methods
+    return {name: synced(method) for name, method in methods.items()}
+
+
+def synced(method: Callable[[int, int], Awaitable[T]]) -> Callable[[int, int], T]:
+    """A coroutine method run to its end on this thread's loop."""
+    return lambda i, k: run_sync(method(i, k))
+
+
+def at_k(search: Callable[[int, int], T], k: int) -> Callable[[int], T]:
+    """`search` of question i at a fixed `k` (what `latencies` times)."""
+    return lambda i: search(i, k)
 
 
 def graph_retriever_eager(
@@ -248,16 +259,13 @@ def evaluate_dataset(dataset: str, args: Any, backend: Any) -> dict[str, dict[st
         for name, method in chosen.items():
 
             def retrieve(i: int, k: int, method: Callable[..., Any] = method) -> list[str]:
-                return [hit.node.id for hit in run_sync(method(i, k))]
+                return [hit.node.id for hit in method(i, k)]
 
             methods[name] = {"scores": score(retrieve, questions)}
             print(f"{dataset} {links} {name}: {methods[name]['scores'][5]['recall']:.3f}")
         for k in LATENCY_KS:
             timed = latencies(
-                {
-                    name: lambda i, m=method, k=k: run_sync(m(i, k))
-                    for name, method in chosen.items()
-                },
+                {name: at_k(method, k) for name, method in chosen.items()},
                 len(questions),
                 REPETITIONS,
             )
@@ -271,9 +279,7 @@ def evaluate_dataset(dataset: str, args: Any, backend: Any) -> dict[str, dict[st
         found["mentions"]["graph-retriever Eager d1"] = {
             "scores": score(eager, questions),
             "latency": {
-                k: latencies({"eager": lambda i, k=k: eager(i, k)}, min(len(questions), 20), 1)[
-                    "eager"
-                ]
+                k: latencies({"eager": at_k(eager, k)}, min(len(questions), 20), 1)["eager"]
                 for k in LATENCY_KS
             },
         }

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -43,7 +43,7 @@ from graphstore.store import GraphStore
 from graphstore.traversal import TraversalStats
 
 NAME = "traversal_time"
-SEARCHES = {
+SEARCHES: dict[str, dict[str, Any]] = {
     "traversal d1": {"k": 4, "depth": 1, "adjacent_k": 10},
     "traversal d2": {"k": 4, "depth": 2, "adjacent_k": 10},
     "traversal d3": {"k": 4, "depth": 3, "adjacent_k": 10},
@@ -161,7 +161,7 @@ def upstream_searches(
         for n in passages
     )
     proxy = CountingProxy(store.vector_store)
-    store.vector_store = proxy
+    store.vector_store = cast(Any, proxy)  # duck-typed: it forwards every call
 
     def traversal(options: dict[str, Any]) -> Search:
         method = store.ammr_traversal_search if "fetch_k" in options else store.atraversal_search

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -13,6 +13,11 @@ from graphstore.links import Link, TagKey
 
 Vector = NDArray[np.float32]
 """A unit-length float32 embedding: cosine similarity is a dot product."""
+VectorLike = Sequence[float] | NDArray[np.floating[Any]]
+"""An embedding as a caller gives it: a list of floats or a NumPy array of any float type
+(checked and normalized to a `Vector` by `unit`)."""
+VectorsLike = Sequence[VectorLike] | NDArray[np.floating[Any]]
+"""Several embeddings as a caller gives them: a list of vectors or a 2-D NumPy array."""
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from graphstore.errors import InvalidInputError
 from graphstore.filters import EVERYTHING, parse_filter
 from graphstore.links import as_links
 from graphstore.metadata import Filter, check_metadata
-from graphstore.nodes import Hit, Node, StoredNode, Vector, unit
+from graphstore.nodes import Hit, Node, StoredNode, Vector, VectorLike, VectorsLike, unit
 from graphstore.storage import ScoredNode, Storage, StoreStats
 from graphstore.strategy import (
     DEFAULT,
@@ -46,7 +46,7 @@ SAME_MODEL_COSINE = 0.99
 """A passage embedded again by the same weights comes within float rounding of its stored
 vector (cosine ~1.0); two different models, even of one family, stay far below."""
 
-Query = str | Sequence[float]
+Query = str | VectorLike
 """What every search takes: the query text (embedded by the store's model) or its vector."""
 
 
@@ -144,7 +144,7 @@ class GraphStore:
     # -- writing -------------------------------------------------------------------------
 
     async def aadd_nodes(
-        self, nodes: Iterable[Node], *, vectors: Sequence[Sequence[float]] | None = None
+        self, nodes: Iterable[Node], *, vectors: VectorsLike | None = None
     ) -> list[str]:
         """Embed (unless `vectors` are given) and upsert nodes; return their ids.
 
@@ -181,9 +181,7 @@ class GraphStore:
             )
         return ids
 
-    def add_nodes(
-        self, nodes: Iterable[Node], *, vectors: Sequence[Sequence[float]] | None = None
-    ) -> list[str]:
+    def add_nodes(self, nodes: Iterable[Node], *, vectors: VectorsLike | None = None) -> list[str]:
         """Sync twin of `aadd_nodes`."""
         return run_sync(self.aadd_nodes(nodes, vectors=vectors))
 
@@ -210,7 +208,7 @@ class GraphStore:
         return run_sync(self.aget(ids))
 
     async def asearch_stored(
-        self, vector: Sequence[float], *, k: int = 4, filter: Filter | None = None
+        self, vector: VectorLike, *, k: int = 4, filter: Filter | None = None
     ) -> list[ScoredNode]:
         """The `k` nearest stored nodes with their embeddings (for adapters)."""
         check_count("k", k)
@@ -233,13 +231,13 @@ class GraphStore:
         return run_sync(self.asimilarity_search(query, k=k, filter=filter))
 
     async def asimilarity_search_by_vector(
-        self, vector: Sequence[float], *, k: int = 4, filter: Filter | None = None
+        self, vector: VectorLike, *, k: int = 4, filter: Filter | None = None
     ) -> list[Hit]:
         """`asimilarity_search` with a vector (kept for callers that name the kind)."""
         return await self.asimilarity_search(vector, k=k, filter=filter)
 
     def similarity_search_by_vector(
-        self, vector: Sequence[float], *, k: int = 4, filter: Filter | None = None
+        self, vector: VectorLike, *, k: int = 4, filter: Filter | None = None
     ) -> list[Hit]:
         """Sync twin of `asimilarity_search_by_vector`."""
         return run_sync(self.asimilarity_search(vector, k=k, filter=filter))
