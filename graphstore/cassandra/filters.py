@@ -49,9 +49,9 @@ ANN_ROWS = 40
 results and a graph search's roots (which decide what the traversal reaches) alike, so the
 two start from the same neighbours.  At a small LIMIT SAI misses true neighbours: on 2Wiki
 similarity R@2 / R@5 was 0.445 / 0.576 from 8 / 20 rows and 0.473 / 0.592 from 40 (0.476 /
-0.598 exact), for ~1.5 ms more per query; the default search with mention links at k = 5 (5
-roots) found R@5 0.803 from 20 rows, 0.816 from 30 and 0.825 from 40 (benchmarks/README.md,
-quality)."""
+0.598 exact), for 1.5-2.9 ms more per query at k = 5; the default search with mention links
+at k = 5 (5 roots) found R@5 0.803 from 20 rows, 0.816 from 30 and 0.825 from 40
+(benchmarks/README.md, quality)."""
 MAX_BRANCHES = 16
 """Most queries one condition becomes; a larger normal form runs as one inexact query."""
 STRING_PREFIX_BYTES = 40
