@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from conftest import write_old_cassandra_store
@@ -105,6 +106,29 @@ async def test_an_overfetched_search_asks_again_only_while_fewer_than_k_rows_pas
     found = await top_k(Plan((Branch((), (), False),), EVERYTHING), 10, fetch, ranking, overfetch=4)
     assert limits == [40, 160]
     assert [row[0] for row in found] == [f"n{i:04d}" for i in range(0, 50, 5)]
+
+
+async def test_similarity_asks_sai_for_as_many_rows_as_a_graph_search_roots(table: str):
+    """SAI misses true neighbours at a small LIMIT: similarity at k = 2 asks for ANN_ROWS
+    rows, as a graph search's roots do, not 4 × k (8); each keeps the k best by exact score."""
+    store = connect(table)
+    limits: list[int] = []
+
+    def record(future: Any) -> None:
+        prepared = getattr(future.query, "prepared_statement", None)
+        if prepared is not None and "ANN OF" in prepared.query_string:
+            limits.append(int.from_bytes(future.query.values[-1], "big", signed=True))
+
+    try:
+        await store.upsert([StoredNode(n, unit([1, i, 0])) for i, n in enumerate(NODES)])
+        store.session.add_request_init_listener(record)
+        similar = await store.search(unit([1, 0, 0]), 2, EVERYTHING)
+        roots = await store.search_hits(unit([1, 0, 0]), 2, EVERYTHING)
+        assert limits == [ANN_ROWS, ANN_ROWS]
+        assert ids(similar) == ["c1", "c2"] == sorted(hit.id for hit in roots)
+    finally:
+        store.session.remove_request_init_listener(record)
+        await store.close()
 
 
 async def test_a_store_written_before_range_columns_gets_them_on_first_use(table: str):
