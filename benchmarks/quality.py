@@ -24,6 +24,7 @@ embeddings and links as metadata).  No setting differs between data sets.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -71,6 +72,8 @@ CORE = ("similarity", "search (default)", "mmr_traversal_search (default)")
 
 REPETITIONS = 3
 """Passes over the questions for latency; medians over all of them."""
+ORDER_SEED = 0
+"""Seeds the order the searches of each question run in (`latencies`): runs repeat it."""
 
 T = TypeVar("T")
 Retrieve = Callable[[int, int], list[str]]
@@ -107,20 +110,20 @@ def latencies(
 ) -> dict[str, float]:
     """Median seconds of each `search(i)` over the first `count` questions, `repetitions`
     times, the searches interleaved question by question so that every one meets the same
-    machine, each question starting one search further along the list, so that every
-    search follows each of the others equally often.  (In a fixed order the search right
-    after similarity, whose scan of the whole matrix evicts the caches, paid for it: with no
-    links, where every graph method runs the same MMR over the same roots, the default
-    measured 1.39× similarity at k = 10 and the same search with an option, later in the
-    order, 1.32×.)  After one warm-up call each."""
+    machine, in an order shuffled for each question (seeded), so that every search follows
+    each of the others about equally often.  (The order used to rotate, one search further
+    along the list per question, but then every search but the first of a question follows
+    the same one: the default search ran right after similarity of the same question,
+    whose scan of the whole matrix evicts the caches.)  After one warm-up call each."""
     times: dict[str, list[float]] = {name: [] for name in searches}
     for search in searches.values():
         search(0)
     order = list(searches.items())
-    for repetition in range(repetitions):
+    shuffler = random.Random(ORDER_SEED)
+    for _ in range(repetitions):
         for i in range(count):
-            start = (i + repetition) % len(order)
-            for name, search in order[start:] + order[:start]:
+            shuffler.shuffle(order)
+            for name, search in order:
                 with Stopwatch() as watch:
                     search(i)
                 times[name].append(watch.seconds)
