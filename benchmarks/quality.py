@@ -113,8 +113,8 @@ def latencies(
     machine, in an order shuffled for each question (seeded), so that every search follows
     each of the others about equally often.  (The order used to rotate, one search further
     along the list per question, but then every search but the first of a question follows
-    the same one: the default search ran right after similarity of the same question,
-    whose scan of the whole matrix evicts the caches.)  After one warm-up call each."""
+    the same one: the default search ran right after similarity of the same question.)
+    After one warm-up call each."""
     times: dict[str, list[float]] = {name: [] for name in searches}
     for search in searches.values():
         search(0)
