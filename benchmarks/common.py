@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import socket
 import statistics
 import subprocess
@@ -20,7 +21,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -32,6 +33,10 @@ CACHE = BENCHMARKS / "cache"
 CASSANDRA_ENV = "GRAPHSTORE_TEST_CASSANDRA"
 RESULTS_ENV = "BENCH_RESULTS_DIR"
 BACKENDS = ("embedded", "cassandra")
+ORDER_SEED = 0
+"""Seeds the order of interleaved searches (`interleaved`): runs repeat it."""
+
+T = TypeVar("T")
 
 
 def argument_parser(description: str) -> argparse.ArgumentParser:
@@ -69,6 +74,18 @@ def peak_rss(command: list[str]) -> dict[str, float]:
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"failed: {' '.join(command)}")
     return {"seconds": watch.seconds, "peak_rss_mib": usage.ru_maxrss / 1024}
+
+
+def interleaved(searches: Sequence[T], rounds: int) -> Iterator[list[T]]:
+    """The order to run `searches` in, once per round (a question of a pass): shuffled with
+    a fixed seed, so that every search runs right after each of the others about equally
+    often.  (In a fixed or rotating order every search but a round's first always follows
+    the same one, and may gain or pay for it: the same query just asked, caches evicted.)"""
+    shuffler = random.Random(ORDER_SEED)
+    order = list(searches)
+    for _ in range(rounds):
+        shuffler.shuffle(order)
+        yield order
 
 
 def median(samples: Sequence[float]) -> float:

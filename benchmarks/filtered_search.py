@@ -26,6 +26,7 @@ from benchmarks import data
 from benchmarks.common import (
     Stopwatch,
     figure,
+    interleaved,
     latency_bars,
     median,
     open_backend,
@@ -93,21 +94,27 @@ async def measure_interleaved(
     repetitions: int,
 ) -> dict[str, dict[str, Any]]:
     """Latency (ms) median and p95 of every (filter, search), each question asked of all of
-    them in turn, so a busy moment of the machine weighs on every filter alike."""
+    them in turn (in a shuffled order, `common.interleaved`), so a busy moment of the
+    machine weighs on every filter alike."""
     asked = list(zip(questions, vectors, strict=True))
+    every = [
+        (filter_name, search_name, search)
+        for filter_name, by_search in runs.items()
+        for search_name, search in by_search.items()
+    ]
     for question, vector in asked[:WARM_UP_QUERIES]:
-        for by_search in runs.values():
-            for search in by_search.values():
-                await search(question, vector)
-    samples: dict[tuple[str, str], list[tuple[float, int, int]]] = {}
+        for _, _, search in every:
+            await search(question, vector)
+    samples: dict[tuple[str, str], list[tuple[float, int, int]]] = {
+        (filter_name, search_name): [] for filter_name, search_name, _ in every
+    }
+    rounds = interleaved(every, repetitions * len(asked))
     for _ in range(repetitions):
         for question, vector in asked:
-            for filter_name, by_search in runs.items():
-                for search_name, search in by_search.items():
-                    with Stopwatch() as watch:
-                        count, issued = await search(question, vector)
-                    sample = (1e3 * watch.seconds, count, issued)
-                    samples.setdefault((filter_name, search_name), []).append(sample)
+            for filter_name, search_name, search in next(rounds):
+                with Stopwatch() as watch:
+                    count, issued = await search(question, vector)
+                samples[(filter_name, search_name)].append((1e3 * watch.seconds, count, issued))
     results: dict[str, dict[str, Any]] = {}
     for (filter_name, search_name), found in samples.items():
         latencies = [ms for ms, _, _ in found]

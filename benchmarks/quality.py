@@ -6,8 +6,8 @@ are indexed with id = title; gold = the supporting titles.  For k = 2, 5, 10: re
 of gold among the k returned), all@k (share of questions with every gold passage found),
 recall by question type, and the mean number of passages returned.  Latency: the median
 time of one search by vector (the question embeddings are precomputed) at the default k (5)
-and at k = 10, over three passes with the methods interleaved question by question (each
-question starting with the next method), and its ratio to plain similarity in the same run.
+and at k = 10, over three passes with the methods interleaved question by question (in a
+seeded order shuffled for each question), and its ratio to plain similarity in the same run.
 
 Links: none, KeyBERT top-5 keywords (`kw`, bidirectional), title mentions (a passage links out to
 every title of the corpus it names, by the title or its unambiguous qualifier-free form; the
@@ -24,7 +24,6 @@ embeddings and links as metadata).  No setting differs between data sets.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -35,6 +34,7 @@ from benchmarks.common import (
     Stopwatch,
     argument_parser,
     figure,
+    interleaved,
     median,
     open_backend,
     print_table,
@@ -72,8 +72,6 @@ CORE = ("similarity", "search (default)", "mmr_traversal_search (default)")
 
 REPETITIONS = 3
 """Passes over the questions for latency; medians over all of them."""
-ORDER_SEED = 0
-"""Seeds the order the searches of each question run in (`latencies`): runs repeat it."""
 
 T = TypeVar("T")
 Retrieve = Callable[[int, int], list[str]]
@@ -110,20 +108,16 @@ def latencies(
 ) -> dict[str, float]:
     """Median seconds of each `search(i)` over the first `count` questions, `repetitions`
     times, the searches interleaved question by question so that every one meets the same
-    machine, in an order shuffled for each question (seeded), so that every search follows
-    each of the others about equally often.  (The order used to rotate, one search further
-    along the list per question, but then every search but the first of a question follows
-    the same one: the default search ran right after similarity of the same question.)
-    After one warm-up call each."""
+    machine, in an order shuffled for each question (`common.interleaved`; it used to
+    rotate, and the default search then always ran right after similarity of the same
+    question).  After one warm-up call each."""
     times: dict[str, list[float]] = {name: [] for name in searches}
     for search in searches.values():
         search(0)
-    order = list(searches.items())
-    shuffler = random.Random(ORDER_SEED)
+    rounds = interleaved(list(searches.items()), repetitions * count)
     for _ in range(repetitions):
         for i in range(count):
-            shuffler.shuffle(order)
-            for name, search in order:
+            for name, search in next(rounds):
                 with Stopwatch() as watch:
                     search(i)
                 times[name].append(watch.seconds)
