@@ -76,14 +76,15 @@ def peak_rss(command: list[str]) -> dict[str, float]:
     return {"seconds": watch.seconds, "peak_rss_mib": usage.ru_maxrss / 1024}
 
 
-def interleaved(searches: Sequence[T], rounds: int) -> Iterator[list[T]]:
-    """The order to run `searches` in, once per round (a question of a pass): shuffled with
-    a fixed seed, so that every search runs right after each of the others about equally
-    often.  (In a fixed or rotating order every search but a round's first always follows
-    the same one, and may gain or pay for it: the same query just asked, caches evicted.)"""
+def interleaved(searches: Sequence[T]) -> Iterator[list[T]]:
+    """The order to run `searches` in, one per round (a question of a pass), without end:
+    shuffled with a fixed seed, so that every search runs right after each of the others
+    about equally often.  (In a fixed or rotating order every search but a round's first
+    always follows the same one, and may gain or pay for it: the same query just asked,
+    caches evicted.)"""
     shuffler = random.Random(ORDER_SEED)
     order = list(searches)
-    for _ in range(rounds):
+    while True:
         shuffler.shuffle(order)
         yield order
 

@@ -108,7 +108,7 @@ async def measure_interleaved(
     samples: dict[tuple[str, str], list[tuple[float, int, int]]] = {
         (filter_name, search_name): [] for filter_name, search_name, _ in every
     }
-    rounds = interleaved(every, repetitions * len(asked))
+    rounds = interleaved(every)
     for _ in range(repetitions):
         for question, vector in asked:
             for filter_name, search_name, search in next(rounds):

@@ -114,7 +114,7 @@ def latencies(
     times: dict[str, list[float]] = {name: [] for name in searches}
     for search in searches.values():
         search(0)
-    rounds = interleaved(list(searches.items()), repetitions * count)
+    rounds = interleaved(list(searches.items()))
     for _ in range(repetitions):
         for i in range(count):
             for name, search in next(rounds):
