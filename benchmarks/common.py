@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import socket
 import statistics
 import subprocess
@@ -143,6 +144,17 @@ def result_path(name: str, backend: str, quick: bool, suffix: str) -> Path:
     return folder / f"{stem}{suffix}"
 
 
+_NUMBER_LIST = re.compile(r"\[\n\s*(-?[\d.eE+-]+(?:,\n\s*-?[\d.eE+-]+)*)\n\s*\]")
+"""A list of numbers as `json.dumps(indent=…)` lays it out, one number per line (raw newlines
+occur only in that layout, never inside a JSON string)."""
+
+
+def _compact_lists(text: str) -> str:
+    """`text` with every list of numbers on one line: per-question scores and samples would
+    otherwise take a line each."""
+    return _NUMBER_LIST.sub(lambda match: "[" + re.sub(r",\n\s*", ", ", match[1]) + "]", text)
+
+
 def write_json(name: str, args: argparse.Namespace, data: dict[str, Any]) -> Path:
     """Write results with the run's settings and the machine's state; return the path."""
     path = result_path(name, args.backend, args.quick, ".json")
@@ -153,7 +165,7 @@ def write_json(name: str, args: argparse.Namespace, data: dict[str, Any]) -> Pat
         "machine": machine(),
         **data,
     }
-    path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    path.write_text(_compact_lists(json.dumps(payload, indent=2, ensure_ascii=False)) + "\n")
     print(f"\nwrote {path}")
     return path
 

@@ -40,6 +40,7 @@ from benchmarks.common import (
     print_table,
     write_json,
 )
+from benchmarks.paired import Paired, all_found, paired
 from graphstore.links import Link
 from graphstore.nodes import Node
 from graphstore.store import GraphStore, run_sync
@@ -81,7 +82,8 @@ Retrieve = Callable[[int, int], list[str]]
 def score(
     retrieve: Retrieve, questions: Sequence[dict[str, Any]], ks: Sequence[int] = KS
 ) -> dict[int, dict[str, Any]]:
-    """recall@k, share with every gold found, recall by question type, mean docs returned."""
+    """recall@k, share with every gold found, recall by question type, mean docs returned,
+    and each question's recall (`per_question`, in question order: what `paired` compares)."""
     result: dict[int, dict[str, Any]] = {}
     for k in ks:
         found, every, returned = [], [], []
@@ -99,6 +101,7 @@ def score(
             "all": float(np.mean(every)),
             "by_type": {t: float(np.mean(v)) for t, v in sorted(by_type.items())},
             "docs": float(np.mean(returned)),
+            "per_question": found,
         }
     return result
 
@@ -283,6 +286,64 @@ def evaluate_dataset(dataset: str, args: Any, backend: Any) -> dict[str, dict[st
     return found
 
 
+DEFAULT_SEARCH = "search (default)"
+
+
+def comparisons(by_links: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The paired differences the issue's bars are about, at each k in `KS`: the default
+    search against similarity with each link set, and the default search with both link
+    kinds against mention links alone (do keyword links cost recall?).  Each is a
+    `paired.Paired` of recall and one of all-gold share."""
+    pairs = [
+        (f"{links}: search (default) − similarity", methods["similarity"], methods[DEFAULT_SEARCH])
+        for links, methods in by_links.items()
+        if {"similarity", DEFAULT_SEARCH} <= methods.keys()
+    ]
+    if {"mentions", "both"} <= by_links.keys():
+        pairs.append(
+            (
+                "search (default): both − mentions",
+                by_links["mentions"][DEFAULT_SEARCH],
+                by_links["both"][DEFAULT_SEARCH],
+            )
+        )
+    rows = []
+    for name, before, after in pairs:
+        for k in KS:
+            old, new = before["scores"][k]["per_question"], after["scores"][k]["per_question"]
+            rows.append(
+                {
+                    "comparison": name,
+                    "k": k,
+                    "recall": paired(old, new)._asdict(),
+                    "all": paired(all_found(old), all_found(new))._asdict(),
+                }
+            )
+    return rows
+
+
+def _paired_cells(difference: dict[str, Any]) -> list[str]:
+    measured = Paired(**difference)
+    return [
+        f"{measured.difference:+.3f}",
+        f"[{measured.low:+.3f}, {measured.high:+.3f}]",
+        f"+{measured.gained} / -{measured.lost}",
+    ]
+
+
+def report_paired(dataset: str, rows: Sequence[dict[str, Any]]) -> None:
+    """The paired differences (`comparisons`) of one data set, as a table."""
+    print_table(
+        f"{dataset}: paired differences over the same questions (95 % bootstrap interval; "
+        "questions up / down)",
+        ["comparison", "k", "Δ R@k", "interval", "questions", "Δ all@k", "interval", "questions"],
+        [
+            [row["comparison"], row["k"], *_paired_cells(row["recall"]), *_paired_cells(row["all"])]
+            for row in rows
+        ],
+    )
+
+
 def report(results: Results) -> None:
     """One table per data set: every method and link variant."""
     for dataset, by_links in results.items():
@@ -367,10 +428,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         for dataset in args.datasets:
             results[dataset] = evaluate_dataset(dataset, args, backend)
     report(results)
+    paired_results = {dataset: comparisons(by_links) for dataset, by_links in results.items()}
+    for dataset, rows in paired_results.items():
+        report_paired(dataset, rows)
     # A run of some data sets only gets files of its own (the Cassandra runs take one at a
     # time), so it never overwrites another's.
     name = "-".join([NAME, *args.datasets]) if args.datasets != list(DATASETS) else NAME
-    write_json(name, args, {"ks": list(KS), "reference": REFERENCE, "results": results})
+    write_json(
+        name,
+        args,
+        {"ks": list(KS), "reference": REFERENCE, "results": results, "paired": paired_results},
+    )
     plot(name, args, results)
 
 

@@ -69,6 +69,11 @@ def test_quality(results_dir):
                 assert 0.0 <= method["scores"]["5"]["recall"] <= 1.0
                 assert {str(k) for k in quality.LATENCY_KS} == set(method["latency"])
                 assert all(seconds > 0 for seconds in method["latency"].values())
+    for dataset, rows in result["paired"].items():
+        # Each link set's default against similarity, and both link kinds against mentions.
+        assert len(rows) == (len(quality.LINKS) + 1) * len(quality.KS), dataset
+        for row in rows:
+            assert row["recall"]["low"] <= row["recall"]["difference"] <= row["recall"]["high"]
 
 
 def test_extraction(results_dir):
