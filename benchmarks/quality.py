@@ -8,6 +8,9 @@ recall by question type, and the mean number of passages returned.  Latency: the
 time of one search by vector (the question embeddings are precomputed) at the default k (5)
 and at k = 10, over three passes with the methods interleaved question by question (in a
 seeded order shuffled for each question), and its ratio to plain similarity in the same run.
+Paired differences (`benchmarks.paired`): the default search against similarity with each
+link set, and with both link kinds against mentions alone, question by question, with a 95 %
+bootstrap interval; the JSON keeps each method's per-question recall.
 
 Links: none, KeyBERT top-5 keywords (`kw`, bidirectional), title mentions (a passage links out to
 every title of the corpus it names, by the title or its unambiguous qualifier-free form; the
@@ -68,7 +71,9 @@ ALTERNATIVES: dict[str, dict[str, Any]] = {
 }
 """Settings the default was measured against (`GraphStore.search` options)."""
 
-CORE = ("similarity", "search (default)", "mmr_traversal_search (default)")
+DEFAULT_SEARCH = "search (default)"
+"""The default graph search's name in tables and JSON."""
+CORE = ("similarity", DEFAULT_SEARCH, "mmr_traversal_search (default)")
 """What `--core` runs (the Cassandra run: every search there is a network round trip)."""
 
 REPETITIONS = 3
@@ -151,7 +156,7 @@ def graphstore_methods(store: GraphStore, vectors: np.ndarray) -> dict[str, Call
 
     methods: dict[str, Callable[..., Any]] = {
         "similarity": lambda i, k: store.asimilarity_search(vectors[i], k=k),
-        "search (default)": default,
+        DEFAULT_SEARCH: default,
         "mmr_traversal_search (default)": lambda i, k: store.ammr_traversal_search(vectors[i], k=k),
         "traversal_search (default)": lambda i, k: store.atraversal_search(vectors[i], k=k),
     }
@@ -286,23 +291,20 @@ def evaluate_dataset(dataset: str, args: Any, backend: Any) -> dict[str, dict[st
     return found
 
 
-DEFAULT_SEARCH = "search (default)"
-
-
 def comparisons(by_links: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The paired differences the issue's bars are about, at each k in `KS`: the default
     search against similarity with each link set, and the default search with both link
     kinds against mention links alone (do keyword links cost recall?).  Each is a
     `paired.Paired` of recall and one of all-gold share."""
     pairs = [
-        (f"{links}: search (default) − similarity", methods["similarity"], methods[DEFAULT_SEARCH])
+        (f"{links}: {DEFAULT_SEARCH} − similarity", methods["similarity"], methods[DEFAULT_SEARCH])
         for links, methods in by_links.items()
         if {"similarity", DEFAULT_SEARCH} <= methods.keys()
     ]
     if {"mentions", "both"} <= by_links.keys():
         pairs.append(
             (
-                "search (default): both − mentions",
+                f"{DEFAULT_SEARCH}: both − mentions",
                 by_links["mentions"][DEFAULT_SEARCH],
                 by_links["both"][DEFAULT_SEARCH],
             )
@@ -394,7 +396,7 @@ def report(results: Results) -> None:
                 [name, links, *(result["scores"][5]["by_type"][t] for t in types)]
                 for links, methods in by_links.items()
                 for name, result in methods.items()
-                if name in ("similarity", "search (default)", "mmr_traversal_search (default)")
+                if name in CORE
             ],
         )
 
@@ -406,7 +408,7 @@ def plot(name: str, args: Any, results: Results) -> None:
             labels, values = [], []
             for dataset, by_links in results.items():
                 for links, methods in by_links.items():
-                    for method in ("similarity", "search (default)"):
+                    for method in ("similarity", DEFAULT_SEARCH):
                         labels.append(f"{dataset} {links}: {method}")
                         values.append(methods[method]["scores"][k]["recall"])
             panel.barh(labels, values)
