@@ -122,12 +122,13 @@ async def latency(backend: Backend, corpus: Corpus, repetitions: int) -> dict[st
         await store.aadd_nodes(corpus.nodes, vectors=corpus.vectors)
         searches = graphstore_searches(store)
         counter = RequestCounter(backend.session)
-        results = {
-            name: await measure(
-                searches[name], corpus.questions, corpus.question_vectors, repetitions, counter
-            )
-            for name in MEASURED
-        }
+        results: dict[str, Any] = await measure(
+            {name: searches[name] for name in MEASURED},
+            corpus.questions,
+            corpus.question_vectors,
+            repetitions,
+            counter,
+        )
     finally:
         await store.aclose()
         backend.clear()

@@ -324,11 +324,9 @@ class SearchProbe:
     async def __call__(self, store: Store, stored: int) -> None:
         if stored not in self.at or store.graph is None:
             return
-        searches = graphstore_searches(store.graph)
-        self.results[stored] = {
-            name: await measure(search, self.questions, self.vectors, 1, self.counter)
-            for name, search in searches.items()
-        }
+        self.results[stored] = await measure(
+            graphstore_searches(store.graph), self.questions, self.vectors, 1, self.counter
+        )
 
 
 async def hot_tag(backend: Backend, passages: int) -> dict[str, Any]:

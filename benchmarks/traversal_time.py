@@ -17,9 +17,9 @@ than `EDGE_BUDGET` edge rows, and the upstream store past `UPSTREAM_PASSAGES` pa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from benchmarks.common import (
     Stopwatch,
     argument_parser,
     figure,
+    interleaved,
     latency_bars,
     median,
     open_backend,
@@ -62,6 +63,7 @@ UPSTREAM_PASSAGES = 10_000
 """Most passages the upstream store is loaded with: past 10k its load takes over 15 minutes
 and its depth-3 traversal seconds (p95 6.2 s at 10k), hours for one run."""
 
+K = TypeVar("K")
 Search = Callable[[str, np.ndarray], Awaitable[tuple[int, int]]]
 """(question, its vector) -> (documents returned, backend queries issued)."""
 
@@ -190,32 +192,48 @@ class RequestCounter:
 
 
 async def measure(
-    search: Search,
+    searches: Mapping[K, Search],
     questions: Sequence[str],
     vectors: np.ndarray,
     repetitions: int,
     counter: RequestCounter | None,
-) -> dict[str, float]:
-    """Latency (ms) median and p95 over every question and repetition, after a warm-up."""
-    for question, vector in list(zip(questions, vectors, strict=True))[:WARM_UP_QUERIES]:
-        await search(question, vector)
-    latencies, returned, queries, requests = [], [], [], []
+) -> dict[K, dict[str, float]]:
+    """Each search's latency (ms) median and p95 over every question and repetition, after a
+    warm-up.  The searches run interleaved question by question, in a seeded order shuffled
+    for each question (`common.interleaved`), so a drift of the machine (or of the node:
+    compaction, a flush) lands on all of them alike rather than on whichever ran in its
+    block."""
+    pairs = list(zip(questions, vectors, strict=True))
+    for search in searches.values():
+        for question, vector in pairs[:WARM_UP_QUERIES]:
+            await search(question, vector)
+    samples: dict[K, dict[str, list[float]]] = {
+        key: {"latencies": [], "returned": [], "queries": [], "requests": []} for key in searches
+    }
+    rounds = interleaved(list(searches.items()))
     for _ in range(repetitions):
-        for question, vector in zip(questions, vectors, strict=True):
-            before = counter.sent if counter else 0
-            with Stopwatch() as watch:
-                count, issued = await search(question, vector)
-            latencies.append(1e3 * watch.seconds)
-            returned.append(count)
-            queries.append(issued)
-            requests.append((counter.sent if counter else 0) - before)
+        for question, vector in pairs:
+            for key, search in next(rounds):
+                before = counter.sent if counter else 0
+                with Stopwatch() as watch:
+                    count, issued = await search(question, vector)
+                taken = samples[key]
+                taken["latencies"].append(1e3 * watch.seconds)
+                taken["returned"].append(count)
+                taken["queries"].append(issued)
+                taken["requests"].append((counter.sent if counter else 0) - before)
+    return {key: _summary(taken, counter is not None) for key, taken in samples.items()}
+
+
+def _summary(samples: dict[str, list[float]], counted: bool) -> dict[str, float]:
+    latencies, queries = samples["latencies"], samples["queries"]
     return {
         "median_ms": median(latencies),
         "p95_ms": p95(latencies),
         "queries_median": median(queries),
         "queries_max": float(max(queries)),
-        "requests_median": median(requests) if counter else float("nan"),
-        "docs_median": median(returned),
+        "requests_median": median(samples["requests"]) if counted else float("nan"),
+        "docs_median": median(samples["returned"]),
         "samples": len(latencies),
     }
 
@@ -279,12 +297,14 @@ async def run(args: Any) -> None:
             stores["upstream CassandraGraphVectorStore"] = upstream_searches(
                 backend, nodes, embeddings
             )
-        for store_name, searches in stores.items():
-            for search_name, search in searches.items():
-                label = "plain similarity" if search_name == "similarity" else store_name
-                results.setdefault(search_name, {})[label] = await measure(
-                    search, questions, question_vectors, sizes.repetitions, counter
-                )
+        every = {
+            (search_name, "plain similarity" if search_name == "similarity" else store_name): search
+            for store_name, searches in stores.items()
+            for search_name, search in searches.items()
+        }
+        measured = await measure(every, questions, question_vectors, sizes.repetitions, counter)
+        for (search_name, label), summary in measured.items():
+            results.setdefault(search_name, {})[label] = summary
         await graph.aclose()
         if edges is not None:
             await edges.close()
