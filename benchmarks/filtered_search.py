@@ -26,16 +26,13 @@ from benchmarks import data
 from benchmarks.common import (
     Stopwatch,
     figure,
-    interleaved,
     latency_bars,
-    median,
     open_backend,
-    p95,
     parse_args,
     print_table,
     write_json,
 )
-from benchmarks.traversal_time import WARM_UP_QUERIES, Search
+from benchmarks.traversal_time import Search, measure
 from graphstore.nodes import Node
 from graphstore.store import GraphStore
 from graphstore.traversal import TraversalStats
@@ -87,6 +84,10 @@ def searches(store: GraphStore, metadata_filter: dict[str, Any] | None) -> dict[
     return {"similarity": similarity, "search (default)": graph}
 
 
+KEPT = ("median_ms", "p95_ms", "queries_median", "docs_median", "samples")
+"""What the table and JSON keep of each search's `traversal_time.measure` summary."""
+
+
 async def measure_interleaved(
     runs: dict[str, dict[str, Search]],
     questions: Sequence[str],
@@ -94,37 +95,17 @@ async def measure_interleaved(
     repetitions: int,
 ) -> dict[str, dict[str, Any]]:
     """Latency (ms) median and p95 of every (filter, search), each question asked of all of
-    them in turn (in a shuffled order, `common.interleaved`), so a busy moment of the
+    them in turn (`traversal_time.measure`: in a shuffled order), so a busy moment of the
     machine weighs on every filter alike."""
-    asked = list(zip(questions, vectors, strict=True))
-    every = [
-        (filter_name, search_name, search)
+    every = {
+        (filter_name, search_name): search
         for filter_name, by_search in runs.items()
         for search_name, search in by_search.items()
-    ]
-    for question, vector in asked[:WARM_UP_QUERIES]:
-        for _, _, search in every:
-            await search(question, vector)
-    samples: dict[tuple[str, str], list[tuple[float, int, int]]] = {
-        (filter_name, search_name): [] for filter_name, search_name, _ in every
     }
-    rounds = interleaved(every)
-    for _ in range(repetitions):
-        for question, vector in asked:
-            for filter_name, search_name, search in next(rounds):
-                with Stopwatch() as watch:
-                    count, issued = await search(question, vector)
-                samples[(filter_name, search_name)].append((1e3 * watch.seconds, count, issued))
+    measured = await measure(every, questions, vectors, repetitions, None)
     results: dict[str, dict[str, Any]] = {}
-    for (filter_name, search_name), found in samples.items():
-        latencies = [ms for ms, _, _ in found]
-        results.setdefault(filter_name, {})[search_name] = {
-            "median_ms": median(latencies),
-            "p95_ms": p95(latencies),
-            "queries_median": median([issued for _, _, issued in found]),
-            "docs_median": median([count for _, count, _ in found]),
-            "samples": len(found),
-        }
+    for (filter_name, search_name), summary in measured.items():
+        results.setdefault(filter_name, {})[search_name] = {key: summary[key] for key in KEPT}
     return results
 
 
