@@ -63,7 +63,7 @@ def test_quality(results_dir):
     for by_links in result["results"].values():
         assert set(by_links) == set(quality.LINKS)
         for methods in by_links.values():
-            assert {"similarity", "search (default)"} <= set(methods)
+            assert {"similarity", "search (default)", quality.PAGERANK} <= set(methods)
             for method in methods.values():
                 assert {"2", "5", "10"} == set(method["scores"])
                 assert 0.0 <= method["scores"]["5"]["recall"] <= 1.0
