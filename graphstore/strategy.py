@@ -72,7 +72,8 @@ class Strategy:
     (`graphstore.relevance`, leaning on its parent by the tag's specificity, and on each
     hop after the first from a root `damping` times less).
     It then selects `k` passages by MMR over that relevance (`lambda_mult` 1: by relevance
-    alone), expanding each selected passage not yet expanded.  With `expand_k` 0 only
+    alone), expanding each selected passage not yet expanded; when the candidates run out
+    first, the next-nearest passages join as roots.  With `expand_k` 0 only
     selected passages are expanded: classic MMR traversal.  One expansion admits at most
     `max_candidates_per_step` new passages (the most relevant; default
     `max(fetch_k, adjacent_k)`).

@@ -24,7 +24,7 @@ from graphstore.mmr import MmrSelector, Selection
 from graphstore.nodes import Candidate, Hit, Node, TagHit, Vector
 from graphstore.relevance import hop_share, is_shared, path_relevance, tag_weight
 from graphstore.storage import Storage
-from graphstore.strategy import Strategy
+from graphstore.strategy import MAX_K, Strategy
 
 
 @dataclass
@@ -219,7 +219,7 @@ class _Search:
         self.visited: set[TagKey] = set()
         self.expanded: set[str] = set()
         self.selected: dict[str, Selection] = {}
-        self.carried: Mapping[str, Callable[[], Node]] = {}
+        self.carried: dict[str, Callable[[], Node]] = {}
         """The roots' nodes, when the storage read them with the roots (`TagHit.node`)."""
         self.pages: dict[TagKey, tuple[list[TagHit], int]] = {}
         """Tags read (ahead or for an expansion) and not yet applied: their hits and size."""
@@ -244,17 +244,7 @@ class _Search:
                 self.reached[root.node.id] = _Reached(0, (), 0.0, outgoing_tags(root.node.links))
             await self.expand(list(self.anchors))
         if strategy.fetch_k > 0:
-            self.stats.vector_searches += 1
-            nearest = await self.storage.search_hits(self.query, strategy.fetch_k, self.where)
-            fresh = [hit for hit in nearest if hit.id not in self.reached]
-            self.carried = _carried(fresh)
-            for hit in fresh:
-                self.reached[hit.id] = _Reached(0, (), hit.similarity, hit.outgoing)
-            if fresh:
-                self.selector.add(
-                    [hit.id for hit in fresh], np.array([hit.embedding for hit in fresh])
-                )
-                self.stats.candidates += len(fresh)
+            await self._add_roots(strategy.fetch_k)
         for level in range(strategy.depth if strategy.expand_k else 0):
             frontier = [
                 node_id
@@ -270,7 +260,11 @@ class _Search:
         while len(self.selected) < strategy.k:
             chosen = self.selector.pop_best()
             if chosen is None:
-                break
+                if self.selector.open_count or not strategy.fetch_k:
+                    break  # below the score threshold, or only what initial roots lead to
+                if not await self._add_roots(len(self.reached) + strategy.k - len(self.selected)):
+                    break
+                continue
             self.selected[chosen.id] = chosen
             if len(self.selected) < strategy.k:  # the last choice's neighbours could not count
                 await self.expand([chosen.id])
@@ -294,6 +288,23 @@ class _Search:
             selections=self.selected,
             raised=self.raised,
         )
+
+    async def _add_roots(self, count: int) -> bool:
+        """Add the nearest of the `count` passages nearest the query not reached yet as
+        roots; false when there is none.  Called again when the candidates run out before
+        `k` are selected (fewer roots than k, a sparse graph), so that a search returns k
+        passages whenever the store holds k that pass the filter."""
+        self.stats.vector_searches += 1
+        nearest = await self.storage.search_hits(self.query, min(count, MAX_K), self.where)
+        fresh = [hit for hit in nearest if hit.id not in self.reached]
+        if not fresh:
+            return False
+        self.carried.update(_carried(fresh))
+        for hit in fresh:
+            self.reached[hit.id] = _Reached(0, (), hit.similarity, hit.outgoing)
+        self.selector.add([hit.id for hit in fresh], np.array([hit.embedding for hit in fresh]))
+        self.stats.candidates += len(fresh)
+        return True
 
     async def expand(self, node_ids: Sequence[str]) -> None:
         """Query the unvisited outgoing tags of the expandable `node_ids` in one wave; then

@@ -58,10 +58,11 @@ async def test_edges_follow_link_directions(backend, source, target, edge):
     hits = await store.atraversal_search("q", k=2, start_k=1, depth=1)
     # Without an edge, B only pads the result as the next-nearest root.
     assert [(hit.node.id, hit.depth) for hit in hits] == [("A", 0), ("B", 1 if edge else 0)]
-    mmr = {hit.node.id for hit in await store.ammr_traversal_search("q", k=5, fetch_k=1, depth=1)}
-    assert mmr == ({"A", "B"} if edge else {"A"})
-    default = {hit.node.id for hit in await store.asearch("q", k=5, fetch_k=1, depth=1)}
-    assert default == mmr
+    # The graph searches too: when the graph runs out before k, the next-nearest root fills.
+    mmr = await store.ammr_traversal_search("q", k=5, fetch_k=1, depth=1, lambda_mult=1.0)
+    assert [(hit.node.id, hit.depth) for hit in mmr] == [("A", 0), ("B", 1 if edge else 0)]
+    default = await store.asearch("q", k=5, fetch_k=1, depth=1, lambda_mult=1.0)
+    assert [(hit.node.id, hit.depth) for hit in default] == [("A", 0), ("B", 1 if edge else 0)]
 
 
 def chain():
@@ -82,7 +83,12 @@ async def test_depth_is_the_largest_hop_count_in_both_searches(backend, depth):
     assert [h.node.id for h in hits] == expected
     assert [h.depth for h in hits] == list(range(depth + 1))
     mmr_hits = await store.ammr_traversal_search("q", k=10, depth=depth, fetch_k=1, lambda_mult=1.0)
-    assert [(h.node.id, h.depth) for h in mmr_hits] == [(h.node.id, h.depth) for h in hits]
+    reached = [(h.node.id, h.depth) for h in mmr_hits][: depth + 1]
+    assert reached == [(h.node.id, h.depth) for h in hits]
+    # What the depth limit leaves out comes back only as next-nearest roots, filling k.
+    assert [(h.node.id, h.depth) for h in mmr_hits[depth + 1 :]] == [
+        (node_id, 0) for node_id in ["A", "B", "C", "D"][depth + 1 :]
+    ]
 
 
 async def test_hits_say_how_they_were_reached(backend):
@@ -198,18 +204,18 @@ async def test_step_cap_keeps_the_most_similar_new_candidates(backend):
     hub = {"H": (Q, [Link.outgoing("kw", f"t{i}") for i in range(8)])}
     store = await build(backend, hub | spokes)
     stats = TraversalStats()
-    hits = await store.ammr_traversal_search(
-        "q",
-        k=10,
-        depth=1,
-        fetch_k=1,
-        adjacent_k=5,
-        lambda_mult=1.0,
-        max_candidates_per_step=3,
-        stats=stats,
-    )
+    capped = {"depth": 1, "fetch_k": 1, "adjacent_k": 5, "lambda_mult": 1.0}
+    capped["max_candidates_per_step"] = 3
+    hits = await store.ammr_traversal_search("q", k=4, stats=stats, **capped)
     assert [h.node.id for h in hits] == ["H", "N0", "N1", "N2"]
     assert stats.candidates == 4
+    # Asked for more than the step admitted, the search widens its roots to fill k.
+    hits = await store.ammr_traversal_search("q", k=10, **capped)
+    assert [(h.node.id, h.depth) for h in hits] == [
+        ("H", 0),
+        *((f"N{i}", 1) for i in range(3)),
+        *((f"N{i}", 0) for i in range(3, 8)),
+    ]
     uncapped = await store.ammr_traversal_search(
         "q", k=10, depth=1, fetch_k=1, adjacent_k=8, lambda_mult=1.0
     )
@@ -393,6 +399,21 @@ async def test_without_links_the_default_searches_return_the_nearest_passages(ba
     assert {h.node.id for h in await store.ammr_traversal_search("q", k=k)} == nearest
     wider = {h.node.id for h in await store.asearch("q", k=ROOTS, fetch_k=10)}
     assert "D" in wider  # what ten roots returned: MMR's diversity at work among the roots
+
+
+async def test_a_search_with_fewer_roots_than_k_still_returns_k(backend):
+    """`fetch_k` below k (a user's option) used to return only what those roots led to:
+    now, when the candidates run out, the next-nearest passages join as roots; fewer than
+    k come back only when fewer pass the filter."""
+    nodes = {f"P{i}": (norm([1.0, 0.2 * i, 0]), []) for i in range(7)}
+    metadata = {f"P{i}": {"half": i % 2} for i in range(7)}
+    store = await build(backend, nodes, metadata)
+    nearest = [h.node.id for h in await store.asimilarity_search("q", k=5)]
+    for search in (store.asearch, store.ammr_traversal_search):
+        hits = await search("q", k=5, fetch_k=2, lambda_mult=1.0)
+        assert [h.node.id for h in hits] == nearest
+        odd = await search("q", k=5, fetch_k=1, filter={"half": 1})
+        assert sorted(h.node.id for h in odd) == ["P1", "P3", "P5"]
 
 
 async def test_a_root_raised_by_a_link_says_which_link_raised_it(backend):
