@@ -1,13 +1,15 @@
 """Hyperlinks: a passage links out to the pages it cites and in from its own page's URL.
 
-Same tags as LangChain's `HtmlLinkExtractor`: relative hrefs are resolved against the page
-URL, fragments dropped (by default), non-web schemes and self-links skipped.
+The tags of LangChain's `HtmlLinkExtractor` (relative hrefs resolved against the page URL,
+fragments dropped by default, non-web schemes and self-links skipped), except that the path
+is percent-decoded on both sides (`page_tag`): `f%20g.html` and `%E4%B8%AD.html` cite the
+pages `f g.html` and `中.html`, whose in-tags upstream never meet.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urldefrag, urljoin, urlparse
+from urllib.parse import unquote, urldefrag, urljoin, urlparse, urlsplit, urlunsplit
 
 from bs4 import BeautifulSoup
 
@@ -25,12 +27,21 @@ class HtmlInput:
     base_url: str
 
 
+def page_tag(url: str, drop_fragments: bool = True) -> str:
+    """The tag of the page at `url`, for its in-link and every out-link to it alike: the
+    path percent-decoded, since a link may spell a file name either way (a byte that is not
+    UTF-8 becomes `\\xNN`, as in the source names of `graphstore.ingest`)."""
+    if drop_fragments:
+        url = urldefrag(url).url
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=unquote(parts.path, errors="backslashreplace")))
+
+
 def resolve_href(href: str, page_url: str, drop_fragments: bool = True) -> str | None:
-    """The absolute URL `href` points at from `page_url`, or None for non-web schemes."""
+    """The tag of the page `href` points at from `page_url`, or None for non-web schemes."""
     if urlparse(href).scheme not in WEB_SCHEMES:
         return None
-    url = urljoin(page_url, href)
-    return urldefrag(url).url if drop_fragments else url
+    return page_tag(urljoin(page_url, href), drop_fragments)
 
 
 class HtmlLinkExtractor(LinkExtractor[HtmlInput]):
@@ -45,10 +56,10 @@ class HtmlLinkExtractor(LinkExtractor[HtmlInput]):
         soup = input.content
         if isinstance(soup, str):
             soup = BeautifulSoup(soup, "html.parser")
-        page = urldefrag(input.base_url).url if self.drop_fragments else input.base_url
+        page = page_tag(input.base_url, self.drop_fragments)
         links = {Link.incoming(self.kind, page)}
         for anchor in soup.find_all("a", href=True):
-            url = resolve_href(str(anchor["href"]), page, self.drop_fragments)
+            url = resolve_href(str(anchor["href"]), input.base_url, self.drop_fragments)
             if url and url != page:
                 links.add(Link.outgoing(self.kind, url))
         return links

@@ -149,13 +149,14 @@ def card_from_mapping(data: Any, source: str = "") -> Card:
 
 
 def check_names(cards: Iterable[Card]) -> list[Card]:
-    """`cards`, or a one-line error when two of them share a name or an alias."""
+    """`cards`, or a one-line error when two of them share a name or an alias: cards are
+    told apart by identity, not by name, since two files may declare the very same name."""
     owner: dict[str, Card] = {}
     listed = list(cards)
     for card in listed:
         for alias in (card.name, *card.aliases):
             other = owner.setdefault(normalize_tag(alias), card)
-            if other.name != card.name:
+            if other is not card:
                 where = f" ({other.source})" if other.source else ""
                 raise InvalidInputError(
                     f"{card.source or card.name}: {alias!r} already names {other.name!r}{where}"

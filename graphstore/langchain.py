@@ -49,13 +49,19 @@ SEARCH_TYPES = (
 )
 
 
+def _given_or_new_id(node_id: str | None) -> str:
+    """`node_id`, or a new one when None (LangChain's "make an id"); an empty id stays empty
+    for `check_node` to refuse: read as None, re-adding the text would duplicate it."""
+    return uuid.uuid4().hex if node_id is None else node_id
+
+
 def document_to_node(document: Document, node_id: str | None = None) -> Node:
-    """A LangChain document as a node; links come out of `metadata["links"]`."""
+    """A LangChain document as a node, named by `node_id`, else by its own id; links come
+    out of `metadata["links"]`."""
     metadata = dict(document.metadata)
     links = metadata.pop(METADATA_LINKS_KEY, [])
-    return Node(
-        node_id or document.id or uuid.uuid4().hex, document.page_content, metadata, as_links(links)
-    )
+    chosen = _given_or_new_id(document.id if node_id is None else node_id)
+    return Node(chosen, document.page_content, metadata, as_links(links))
 
 
 def node_to_document(node: Node, extra: dict[str, Any] | None = None) -> Document:
@@ -113,7 +119,8 @@ class GraphStoreVectorStore(GraphVectorStore):
         return self.store.add_nodes(self._from_langchain(nodes))
 
     async def aadd_documents(self, documents: Iterable[Document], **kwargs: Any) -> list[str]:
-        """Add documents; `ids=` (or each `Document.id`) names them, else ids are generated."""
+        """Add documents; `ids=` (or each `Document.id`) names them, else (None) ids are
+        generated; an empty id is refused, as `GraphStore.add_nodes` refuses it."""
         return await self.store.aadd_nodes(self._nodes(documents, kwargs.get("ids")))
 
     def add_documents(self, documents: Iterable[Document], **kwargs: Any) -> list[str]:
@@ -125,10 +132,11 @@ class GraphStoreVectorStore(GraphVectorStore):
         texts: Iterable[str],
         metadatas: Iterable[dict[str, Any]] | None = None,
         *,
-        ids: Iterable[str] | None = None,
+        ids: Iterable[str | None] | None = None,
         **kwargs: Any,
     ) -> list[str]:
-        """Add texts with optional metadata (links in `metadata["links"]`) and ids."""
+        """Add texts with optional metadata (links in `metadata["links"]`) and ids (see
+        `aadd_documents`)."""
         return await self.aadd_documents(self._documents(texts, metadatas), ids=ids)
 
     def add_texts(
@@ -136,7 +144,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         texts: Iterable[str],
         metadatas: Iterable[dict[str, Any]] | None = None,
         *,
-        ids: Iterable[str] | None = None,
+        ids: Iterable[str | None] | None = None,
         **kwargs: Any,
     ) -> list[str]:
         """Sync twin of `aadd_texts`."""
@@ -402,7 +410,7 @@ class GraphStoreVectorStore(GraphVectorStore):
     @staticmethod
     def _from_langchain(nodes: Iterable[LangChainNode]) -> list[Node]:
         return [
-            Node(node.id or uuid.uuid4().hex, node.text, node.metadata, as_links(node.links))
+            Node(_given_or_new_id(node.id), node.text, node.metadata, as_links(node.links))
             for node in nodes
         ]
 
@@ -417,7 +425,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         return [Document(text, metadata=meta) for text, meta in zip(listed, given, strict=True)]
 
     @staticmethod
-    def _nodes(documents: Iterable[Document], ids: Iterable[str] | None) -> list[Node]:
+    def _nodes(documents: Iterable[Document], ids: Iterable[str | None] | None) -> list[Node]:
         listed = list(documents)
         names = list(ids) if ids is not None else [None] * len(listed)
         if len(names) != len(listed):

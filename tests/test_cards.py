@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from graphstore.card_files import parse_markdown_card, parse_yaml_cards, read_cards
+from graphstore.card_store import aingest_with_cards
 from graphstore.cards import (
     Card,
     Fact,
@@ -18,8 +19,11 @@ from graphstore.cards import (
     check_names,
     render_card,
 )
+from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import InvalidInputError
 from graphstore.links import Link
+from graphstore.store import GraphStore
+from graphstore.testing.embeddings import KeyedEmbeddings
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "xiyouji" / "cards"
 
@@ -178,6 +182,25 @@ def test_two_cards_may_not_share_a_name_or_an_alias():
         check_names([monkey, Card("武松", aliases=("行者",), source="b.md")])
     with pytest.raises(InvalidInputError, match="'Sun Wukong' already names"):
         check_names([Card("sun wukong"), Card("Sun Wukong", source="c.md")])
+
+
+async def test_two_card_files_declaring_the_same_name_are_named_and_nothing_is_written(tmp_path):
+    """The very same name in two files used to pass `check_names` and fail at the write
+    with "node id 'card:x' appears twice in one batch", naming neither file."""
+    cards = tmp_path / "bc"
+    cards.mkdir()
+    (cards / "a.yaml").write_text("name: X\n")
+    (cards / "b.yaml").write_text("name: X\n")
+    (tmp_path / "story.txt").write_text("X went home.\n")
+    store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(tmp_path / "s.db"))
+    with pytest.raises(InvalidInputError) as error:
+        await aingest_with_cards(store, [tmp_path / "story.txt"], cards, linkers=[], root=tmp_path)
+    assert str(error.value) == "bc/b.yaml: 'X' already names 'X' (bc/a.yaml)"
+    assert await store.anode_ids() == []
+    await store.aclose()
+    (cards / "b.yaml").write_text("- name: Y\n- name: Y\n")  # twice in one file
+    with pytest.raises(InvalidInputError, match=re.escape("b.yaml: 'Y' already names 'Y'")):
+        read_cards(cards, lambda path: path.name)
 
 
 def test_a_folder_with_one_bad_card_is_refused_whole(tmp_path):

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from extractors import HierarchyLinkExtractor, HtmlInput, HtmlLinkExtractor
 from extractors.batching import padded_batches
+from extractors.html_links import resolve_href
+from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import InvalidInputError
+from graphstore.ingest import hyperlink_linker, ingest
 from graphstore.links import Link
+from graphstore.store import GraphStore
+from graphstore.testing.embeddings import KeyedEmbeddings
 
 upstream = pytest.importorskip("langchain_community.graph_vectorstores.extractors")
 
@@ -87,3 +94,43 @@ def test_padded_batches_group_similar_lengths_within_the_budget():
     assert padded_batches([], budget=64, max_size=3) == []
     with pytest.raises(InvalidInputError):
         padded_batches(lengths, budget=0, max_size=3)
+
+
+def test_a_percent_encoded_href_and_its_page_get_the_same_tag():
+    """Upstream keeps `%20` in the cited tag but not in the page's own URL decoded from it,
+    so `f%20g.html` never met `f g.html`; both sides now decode the path alike."""
+    page = '<a href="f%20g.html">a</a> <a href="a%20b.html#x">self</a> <a href="q?s=a%20b">q</a>'
+    links = HtmlLinkExtractor().extract_one(HtmlInput(page, "https://site.org/d/a%20b.html"))
+    assert links == {
+        Link.incoming("hyperlink", "https://site.org/d/a b.html"),
+        Link.outgoing("hyperlink", "https://site.org/d/f g.html"),
+        Link.outgoing("hyperlink", "https://site.org/d/q?s=a%20b"),
+    }
+    assert resolve_href("caf%E9.html", "d/a.html") == "d/caf\\xe9.html"  # as source_name says
+
+
+async def test_ingested_pages_linked_by_encoded_or_non_ascii_names_are_neighbours(tmp_path):
+    sub = tmp_path / "hl" / "sub"
+    sub.mkdir(parents=True)
+    (sub / "f g.html").write_text("<p>A page with a space in its name.</p>")
+    (sub / "中文.html").write_text("<p>一个中文名字的页面。</p>", encoding="utf-8")
+    (sub / os.fsdecode(b"caf\xe9.html")).write_text("<p>A name that is not UTF-8.</p>")
+    hrefs = [
+        "sub/f%20g.html",
+        "sub/%E4%B8%AD%E6%96%87.html#top",
+        "sub/中文.html",
+        "sub/caf%E9.html",
+    ]
+    anchors = " ".join(f'<a href="{href}">{n}</a>' for n, href in enumerate(hrefs))
+    (tmp_path / "hl" / "index.html").write_text(f"<p>See {anchors}.</p>", encoding="utf-8")
+    store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(":memory:"))
+    await ingest(store, [tmp_path / "hl"], linkers=[hyperlink_linker()], root=tmp_path)
+    pages = ["hl/sub/f g.html", "hl/sub/中文.html", "hl/sub/caf\\xe9.html"]
+    [index] = await store.aget(["hl/index.html#0"])
+    assert {link.tag for link in index.links if link.is_outgoing} == set(pages)
+    hits = await store.atraversal_search(index.text, k=4, start_k=1, depth=1)
+    assert {(hit.node.id, hit.depth, hit.via) for hit in hits} == {
+        ("hl/index.html#0", 0, None),
+        *((f"{page}#0", 1, ("hyperlink", page)) for page in pages),
+    }
+    await store.aclose()

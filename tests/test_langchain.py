@@ -6,6 +6,7 @@ Every suite runs on each backend through the parametrized `backend` fixture.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import pytest
@@ -18,6 +19,7 @@ pytest.importorskip("graph_retriever")
 
 from graph_retriever.testing.adapter_tests import AdapterComplianceSuite
 from graph_retriever.testing.embeddings import AnimalEmbeddings
+from langchain_community.graph_vectorstores.base import Node as LangChainNode
 from langchain_community.graph_vectorstores.links import Link as LangChainLink
 from langchain_tests.integration_tests import (
     RetrieversIntegrationTests,
@@ -132,6 +134,29 @@ def test_add_documents_honours_ids_and_round_trips_exactly(vectorstore):
     assert isinstance(got[0].metadata["links"][0], LangChainLink)
     assert "id" not in docs[1].metadata
     assert docs[1].id is None
+
+
+async def test_an_empty_id_is_refused_as_add_nodes_refuses_it(vectorstore):
+    """`ids=[""]` and `Document(id="")` used to get a random id, so adding the text again
+    stored it twice; None still means "make an id"."""
+    refusal = re.escape("node id must be a non-empty string, got ''")
+    adds = [
+        lambda: vectorstore.add_texts(["alpha", "beta"], ids=["a", ""]),
+        lambda: vectorstore.add_documents([Document("alpha", id="")]),
+        lambda: vectorstore.add_documents([Document("alpha", id="a")], ids=[""]),
+        lambda: vectorstore.add_nodes([LangChainNode(id="", text="alpha")]),
+    ]
+    for add in adds:
+        with pytest.raises(InvalidInputError, match=f"^{refusal}$"):
+            add()
+    with pytest.raises(InvalidInputError, match=f"^{refusal}$"):
+        await vectorstore.aadd_texts(["alpha"], ids=[""])
+    with pytest.raises(InvalidInputError, match=f"^{refusal}$"):
+        await vectorstore.aadd_documents([Document("alpha", id="")])
+    assert await vectorstore.store.anode_ids() == []
+    made = vectorstore.add_texts(["alpha"], ids=[None]) + vectorstore.add_texts(["alpha"])
+    assert len(set(made)) == 2
+    assert sorted(await vectorstore.store.anode_ids()) == sorted(made)
 
 
 def test_delete_without_ids_is_refused_rather_than_reported_done(vectorstore):
