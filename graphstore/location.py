@@ -3,6 +3,9 @@
 - a file path (default `graphstore.db`): the embedded store in that SQLite file;
 - `memory:`: the embedded store in memory, gone when the process ends;
 - `cassandra://[user[:password]@]host[:port][,host…]/keyspace[?table=prefix]`: Cassandra.
+
+A backend is imported only when a store is opened: `graphstore.sqlite_file` imports `redact`
+from here, so this module imports neither backend at its top.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ import re
 from contextlib import suppress
 from pathlib import Path
 
-from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import StoreOpenError
 from graphstore.storage import Storage
 
@@ -23,6 +25,8 @@ URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/*")
 """What starts a URL (`scheme:`, slashes optional): a location starting so is never taken
 for a file path, so a mistyped URL (`Cassandra:/user:pw@host/ks`) is refused, not created
 as a file whose name holds the password (a file named so is reached as `./name`)."""
+MISTYPED_CASSANDRA = re.compile(r"cassandra(?::/*|//+)", re.IGNORECASE)
+"""`cassandra:/…`, `cassandra:…` or `cassandra//…`: a `cassandra://` URL mistyped."""
 
 
 def store_location(explicit: str | None = None) -> str:
@@ -42,19 +46,28 @@ def is_cassandra(location: str) -> bool:
 
 
 def redact(location: str) -> str:
-    """`location` fit to print: the password of any URL-like location replaced by `***`.
+    """`location` fit to print: from the first `:` after the scheme and its slashes (from the
+    first `:` when there are none) to the last `@`, replaced by `***`.
 
-    Every message that shows a store location shows this, never the location itself.
+    Every message that shows a store location, or a part of one, shows this, never the
+    location itself.  A scheme is not required: a mistyped URL (`cassandra//app:pw@db1/ks`) is
+    a file path, and the messages about files show it too.  Nor are URL rules followed: a
+    password with an unescaped "/", "?" or "@" is hidden whole, and so is anything between a
+    `:` and an `@` of a file path (over-redacting is the safe mistake).
     """
     scheme = URL_SCHEME.match(location)
-    if scheme is None:
+    start = scheme.end() if scheme is not None and scheme.group().endswith("/") else 0
+    userinfo, at, hosts = location.rpartition("@")
+    colon = userinfo.find(":", start)
+    if not at or colon < 0:
         return location
-    # Split at the last "@" anywhere, not by URL rules: a password with an unescaped "/" or
-    # "?" is hidden too (over-redacting is the safe mistake).
-    userinfo, at, hosts = location[scheme.end() :].rpartition("@")
-    if not at or ":" not in userinfo:
-        return location
-    return f"{location[: scheme.end()]}{userinfo.partition(':')[0]}:***@{hosts}"
+    return f"{userinfo[:colon]}:***@{hosts}"
+
+
+def _meant_url(location: str) -> str | None:
+    """The `cassandra://` URL a mistyped one (`MISTYPED_CASSANDRA`) meant, redacted, or None."""
+    typo = MISTYPED_CASSANDRA.match(location)
+    return None if typo is None else redact(CASSANDRA_SCHEME + location[typo.end() :])
 
 
 def new_store_file(location: str) -> Path | None:
@@ -76,6 +89,8 @@ async def close_unused(storage: Storage, new_file: Path | None) -> None:
     The command's own error is the one the user sees: a clean-up step that fails (the
     store cannot be counted, the node is down) is skipped, a file that cannot be counted
     is kept, and the store is closed whatever happened before."""
+    from graphstore.embedded import EmbeddedStorage
+
     empty = False
     try:
         with suppress(Exception):
@@ -97,22 +112,37 @@ async def close_unused(storage: Storage, new_file: Path | None) -> None:
 def open_storage(location: str, *, create: bool = True) -> Storage:
     """Open the backend named by `location`; a missing file, keyspace or table is created
     only if `create`."""
+    from graphstore.embedded import EmbeddedStorage
+
     if location == "memory:":
         return EmbeddedStorage(":memory:")
     if is_cassandra(location):
         from graphstore.cassandra import CassandraStorage
 
         return CassandraStorage.from_url(location, create=create)
+    meant = _meant_url(location)
     scheme = URL_SCHEME.match(location)
     if scheme is not None:
+        if meant is not None:
+            raise StoreOpenError(
+                f"{redact(location)} is not a cassandra:// URL: did you mean {meant}?"
+            )
         raise StoreOpenError(
             f"unknown kind of store {scheme.group(1)!r}: give a file path (a name with a "
             "colon as ./name), memory: or cassandra://host/keyspace"
         )
+    shown = redact(location)
+    missing = not os.path.lexists(location)
+    hint = f" (did you mean {meant}?)" if meant is not None and missing else ""
     if not create and not os.path.exists(location):
-        target = os.readlink(location) if os.path.islink(location) else None
+        target = None if missing else redact(os.readlink(location))
         told = "" if target is None else f" (it is a link to {target}, which does not exist)"
-        raise StoreOpenError(f"no store at {location}{told}")
+        raise StoreOpenError(f"no store at {shown}{told}{hint}")
     if not create and os.path.isfile(location) and os.path.getsize(location) == 0:
-        raise StoreOpenError(f"{location} is an empty file, not a store")  # SQLite would make one
-    return EmbeddedStorage(location)
+        raise StoreOpenError(f"{shown} is an empty file, not a store")  # SQLite would make one
+    try:
+        return EmbeddedStorage(location)
+    except StoreOpenError as error:
+        if hint:
+            raise StoreOpenError(f"{error}{hint}") from error
+        raise

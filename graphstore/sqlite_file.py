@@ -3,9 +3,18 @@
 A new file is initialised in one transaction, so a process killed while creating it leaves
 either an empty SQLite file (initialised by the next open) or a complete store, never a file
 refused forever; files that an earlier version left half-initialised (its schema statements
-committed one by one) are finished too.  A file whose folder or itself is not writable, as on
-read-only media, is opened read-only without writing anything (``immutable`` when SQLite
-cannot create the WAL index beside it).
+committed one by one) are finished too.
+
+A file that this user cannot write, or whose folder it cannot write, is opened read-only.
+``mode=ro`` shares SQLite's WAL index (the ``-shm`` file) with any process that writes the
+store, so reads see its commits; in a writable folder SQLite creates ``-wal`` and ``-shm``
+beside the file for that, and a read-only connection cannot remove them (they keep the
+file's permissions: a writer that cannot write them is refused, see `cause`).  Only when
+they neither exist nor can be created (read-only media, a folder this user cannot write) is
+the file opened ``immutable``, writing nothing: then nothing written later is seen.
+``immutable`` is not used for a file that is merely not writable: a process that can write
+it (its owner, root) would change it unseen under this one, which would serve stale rows,
+or torn ones while that process checkpoints.  Messages name the file through `redact`.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from graphstore.errors import StoreOpenError
+from graphstore.location import redact
 
 FORMAT = "graphstore-embedded"
 FORMAT_VERSION = 2
@@ -70,7 +80,7 @@ def cause(error: sqlite3.Error, timeout: float) -> str:
     if code == sqlite3.SQLITE_NOTADB:
         return f"it is not a graphstore file ({error})"
     if code == sqlite3.SQLITE_READONLY:
-        return f"the file is read-only ({error})"
+        return f"the file, its folder or its -wal or -shm file is not writable ({error})"
     return str(error)
 
 
@@ -82,37 +92,42 @@ def writable(file: Path) -> bool:
 def open_file(path: str, timeout: float) -> OpenedFile:
     """Open (creating or upgrading when writable) the store at `path`, or `:memory:`."""
     read_only = False
+    shown = redact(path)  # a mistyped URL taken for a path may hold a password
     if path != ":memory:":
         file = Path(path)
         if file.is_dir():
-            raise StoreOpenError(f"{path} is a directory, not a graphstore file")
+            raise StoreOpenError(f"{shown} is a directory, not a graphstore file")
         if file.exists() and not file.is_file():  # a device, a pipe: SQLite says "I/O error"
-            raise StoreOpenError(f"{path} is not a regular file, not a graphstore file")
+            raise StoreOpenError(f"{shown} is not a regular file, not a graphstore file")
         if not file.parent.exists():
-            raise StoreOpenError(f"cannot create {path}: {file.parent} does not exist")
+            # The folder is named only when the path holds no password: a part of the path
+            # may hold a part of it that `redact` no longer recognises.
+            folder = str(file.parent) if shown == path else "its folder"
+            raise StoreOpenError(f"cannot create {shown}: {folder} does not exist")
         read_only = file.exists() and not writable(file)
     try:
         if read_only:
             db = _connect_read_only(Path(path), timeout)
-            state = _state(db, path)
+            state = _state(db, shown)
             if state == "empty":
-                raise StoreOpenError(f"{path} is read-only and not yet a graphstore file")
+                raise StoreOpenError(f"{shown} is read-only and not yet a graphstore file")
             has_change_log = state == "current"
         else:
             db = sqlite3.connect(path, timeout, isolation_level=None, check_same_thread=False)
-            ours = _state(db, path) == "current"  # refuses a foreign file before writing it
+            ours = _state(db, shown) == "current"  # refuses a foreign file before writing it
             db.execute("PRAGMA journal_mode = WAL")
             if not ours:
-                _initialise(db, path)
+                _initialise(db, shown)
             has_change_log = True
         db.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.Error as error:
-        raise StoreOpenError(f"cannot open {path}: {cause(error, timeout)}") from error
+        raise StoreOpenError(f"cannot open {shown}: {cause(error, timeout)}") from error
     return OpenedFile(db, read_only, has_change_log)
 
 
 def _connect_read_only(file: Path, timeout: float) -> sqlite3.Connection:
-    """A read-only connection; `immutable` when the WAL index cannot be created or used."""
+    """A read-only connection: `mode=ro`, or `immutable` when SQLite cannot create the WAL
+    index beside the file (see the module's docstring)."""
     uri = file.absolute().as_uri()
     db = sqlite3.connect(
         f"{uri}?mode=ro", timeout, isolation_level=None, check_same_thread=False, uri=True
@@ -120,7 +135,7 @@ def _connect_read_only(file: Path, timeout: float) -> sqlite3.Connection:
     try:
         _tables(db)
     except sqlite3.OperationalError as error:
-        if error.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN:
+        if not _no_wal_index(error):
             raise
         db.close()
         db = sqlite3.connect(
@@ -133,35 +148,42 @@ def _connect_read_only(file: Path, timeout: float) -> sqlite3.Connection:
     return db
 
 
+def _no_wal_index(error: sqlite3.Error) -> bool:
+    """Whether `error` says the WAL index could not be created: CANTOPEN on read-only media,
+    READONLY_DIRECTORY in a folder this user cannot write."""
+    code = getattr(error, "sqlite_errorcode", 0)
+    return code & 0xFF == sqlite3.SQLITE_CANTOPEN or code == sqlite3.SQLITE_READONLY_DIRECTORY
+
+
 def _tables(db: sqlite3.Connection) -> set[str]:
     return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-def _state(db: sqlite3.Connection, path: str) -> State:
+def _state(db: sqlite3.Connection, shown: str) -> State:
     """`current`, `v1` (to upgrade) or `empty` (to initialise; also what an earlier version
     left when killed while creating the file, its schema committed statement by statement);
-    raises for another program's file or a newer format."""
+    raises for another program's file or a newer format, naming the file as `shown`."""
     tables = _tables(db)
     if not tables:
         return "empty"
     if not tables <= OUR_TABLES:
-        raise StoreOpenError(f"{path} is an SQLite file of another program")
+        raise StoreOpenError(f"{shown} is an SQLite file of another program")
     meta = dict(db.execute("SELECT key, value FROM meta")) if "meta" in tables else {}
     if meta.get("format") != FORMAT:
         if meta or ("nodes" in tables and db.execute("SELECT 1 FROM nodes").fetchone()):
-            raise StoreOpenError(f"{path} is an SQLite file of another program")
+            raise StoreOpenError(f"{shown} is an SQLite file of another program")
         return "empty"
     version = int(meta.get("version", "1"))
     if version > FORMAT_VERSION:
-        raise StoreOpenError(f"{path} was written by a newer graphstore (format {version})")
+        raise StoreOpenError(f"{shown} was written by a newer graphstore (format {version})")
     return "current" if version == FORMAT_VERSION else "v1"
 
 
-def _initialise(db: sqlite3.Connection, path: str) -> None:
+def _initialise(db: sqlite3.Connection, shown: str) -> None:
     """Create or upgrade the schema in one transaction, deciding again under the write lock."""
     db.execute("BEGIN IMMEDIATE")
     try:
-        state = _state(db, path)
+        state = _state(db, shown)
         if state == "empty":
             for table in _tables(db):
                 db.execute(f"DROP TABLE {table}")  # empty, and one of ours: checked above

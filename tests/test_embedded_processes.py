@@ -3,6 +3,8 @@ creation killed at any moment leaves a file that opens, and read-only media can 
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import os
 import random
@@ -10,12 +12,19 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+import traceback
+from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from graphstore import StorageError
+from graphstore.cli import main
 from graphstore.embedded import EmbeddedStorage
 from graphstore.filters import EVERYTHING, Condition, parse_filter
 from graphstore.links import Link
@@ -376,3 +385,166 @@ def test_a_store_on_read_only_media_opens_for_reading(tmp_path: Path):
     assert "read-only" in seen["refused"]
     assert "\n" not in seen["refused"]
     assert {file.name: file.read_bytes() for file in source.iterdir()} == before
+
+
+# -- a store this user may read but not write (another user's file or folder) -------------
+
+NOBODY = 65534
+
+
+def read_and_try_to_write(path: Path) -> dict[str, object]:
+    """What READ_ONLY_READER reports, in this process, and what `graphstore stats` and
+    `graphstore check` print."""
+
+    async def through_the_api() -> dict[str, object]:
+        storage = EmbeddedStorage(path)
+        stats = await storage.stats()
+        found = await storage.search(QUERY, 2, EVERYTHING)
+        problems = await storage.check()
+        try:
+            await storage.upsert([stored("new", ["a"], [1.0, 0.0, 0.0])])
+            refused = None
+        except StorageError as error:
+            refused = str(error)
+        await storage.close()
+        return {
+            "nodes": stats.nodes,
+            "hits": [hit.stored.node.id for hit in found],
+            "problems": problems,
+            "refused": refused,
+        }
+
+    seen = asyncio.run(through_the_api())
+    for command in ("stats", "check"):
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            status = main(["--store", str(path), command])
+        seen[command] = [status, out.getvalue(), err.getvalue()]
+    return seen
+
+
+def as_nobody(work: Callable[[], object], meanwhile: Callable[[], None] = lambda: None) -> Any:
+    """`work()`, run in a forked child as uid and gid 65534 (the caller is root), while this
+    process runs `meanwhile()`; the child's result through JSON.  Forked, not started: that
+    user cannot reach this Python under /root, so everything the child runs is imported
+    before it changes user."""
+    reading, writing = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(reading)
+        try:
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            answer = {"result": work()}
+        except BaseException:
+            answer = {"error": traceback.format_exc()}
+        with os.fdopen(writing, "w") as pipe:
+            json.dump(answer, pipe)
+        os._exit(0)
+    os.close(writing)
+    try:
+        meanwhile()
+    finally:
+        with os.fdopen(reading) as pipe:
+            answer = json.load(pipe)
+        os.waitpid(child, 0)
+    assert "error" not in answer, answer["error"]
+    return answer["result"]
+
+
+def make_store(path: Path) -> None:
+    storage = EmbeddedStorage(path)
+    run_sync(
+        storage.upsert(
+            [stored("near", ["a"], [1.0, 0.1, 0.0]), stored("far", ["a"], [0.0, 1.0, 0.0])]
+        )
+    )
+    run_sync(storage.close())
+
+
+def test_a_read_only_store_in_a_folder_this_user_cannot_write_opens_for_reading(
+    tmp_path: Path,
+):
+    """A store file of mode 444 in root's folder of mode 755, read by uid 65534 (or, not as
+    root, in this user's folder of mode 555): SQLite cannot create the WAL index there, and
+    every command, reads included, was refused with "the file is read-only"."""
+    root = os.geteuid() == 0
+    # as root, a folder uid 65534 can reach: pytest's own are root's alone
+    folder = Path(tempfile.mkdtemp()) if root else tmp_path / "theirs"
+    folder.mkdir(exist_ok=True)
+    try:
+        folder.chmod(0o755)
+        path = folder / "ro.db"
+        make_store(path)
+        path.chmod(0o444)
+        before = {file.name: file.read_bytes() for file in folder.iterdir()}
+        if root:
+            seen = as_nobody(lambda: read_and_try_to_write(path))
+        else:
+            folder.chmod(0o555)
+            if os.access(folder, os.W_OK):
+                pytest.skip("this user can write a folder of mode 555")
+            seen = json.loads(json.dumps(read_and_try_to_write(path)))
+        assert seen["nodes"] == 2
+        assert seen["hits"] == ["near", "far"]
+        assert seen["problems"] == []
+        assert "it is open read-only" in seen["refused"]
+        assert "\n" not in seen["refused"]
+        status, out, err = seen["stats"]
+        assert (status, err) == (0, "")
+        assert "passages: 2\n" in out
+        assert seen["check"] == [0, f"0 problems found in {path}\n", ""]
+        assert {file.name: file.read_bytes() for file in folder.iterdir()} == before
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(folder)
+
+
+def test_a_store_this_user_cannot_write_still_sees_what_its_writer_commits(tmp_path: Path):
+    """Why a file that this user cannot write, in a folder it can, is read through SQLite's
+    WAL index (`mode=ro`, which leaves -wal and -shm files behind) and not `immutable`
+    (which would write nothing): the process that can write it, here root, goes on writing,
+    and an immutable reader would keep serving what the file held when it opened."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to read as another user")
+    folder = Path(tempfile.mkdtemp())
+    try:
+        folder.chmod(0o777)
+        path = folder / "roots.db"
+        make_store(path)  # mode 644: uid 65534 may read it, not write it
+        opened, written = os.pipe(), os.pipe()  # each side closes the ends it does not use,
+        # so that either sees the end of a pipe, not a hang, when the other fails
+
+        def reader() -> list[object]:
+            os.close(opened[0])
+            os.close(written[1])
+
+            async def read() -> list[object]:
+                storage = EmbeddedStorage(path)
+                seen: list[object] = [storage.read_only, (await storage.stats()).nodes]
+                os.write(opened[1], b"x")
+                os.read(written[0], 1)
+                seen.append((await storage.stats()).nodes)
+                found = await storage.search(QUERY, 1, EVERYTHING)
+                seen.append([hit.stored.node.id for hit in found])
+                await storage.close()
+                return seen
+
+            return asyncio.run(read())
+
+        def writer() -> None:
+            os.close(opened[1])
+            os.close(written[0])
+            try:
+                assert os.read(opened[0], 1) == b"x"
+                storage = EmbeddedStorage(path)
+                run_sync(storage.upsert([stored("exact", ["b"], [1.0, 0.0, 0.0])]))
+                run_sync(storage.close())
+                os.write(written[1], b"x")
+            finally:
+                os.close(opened[0])
+                os.close(written[1])
+
+        assert as_nobody(reader, writer) == [True, 2, 3, ["exact"]]
+    finally:
+        shutil.rmtree(folder)

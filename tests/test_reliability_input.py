@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from graphstore import GraphStore, InvalidInputError, Link, Node
+from graphstore import GraphStore, InvalidInputError, Link, Node, StoreOpenError
 from graphstore.cli import main
 from graphstore.embedded import EmbeddedStorage
 from graphstore.embeddings import minilm_dir
@@ -324,9 +324,17 @@ def test_case4_the_password_in_a_store_url_is_never_printed(models, tmp_path, ca
         ("cassandra://u:p@w/x@h:9042/ks?table=t", "cassandra://u:***@h:9042/ks?table=t"),
         ("cassandra://u@h/ks", "cassandra://u@h/ks"),
         ("cassandra://h1,h2/ks", "cassandra://h1,h2/ks"),
-        ("./store:with:colons@x.db", "./store:with:colons@x.db"),
+        ("./store:with:colons.db", "./store:with:colons.db"),
+        ("./user@host.db", "./user@host.db"),
         ("Cassandra://u:pw@h/ks", "Cassandra://u:***@h/ks"),
         ("cassandra:/u:pw@h/ks", "cassandra:/u:***@h/ks"),
+        # no scheme: mistyped URLs, taken for file paths, and the folders they name
+        ("cassandra//u:pw@h/ks", "cassandra//u:***@h/ks"),
+        ("//u:pw@h/ks", "//u:***@h/ks"),
+        ("cassandra/u:p/w@h", "cassandra/u:***@h"),
+        ("cassandra:u:pw@h/ks", "cassandra:***@h/ks"),  # the user too: it may be the password
+        ("u:pw@h/ks", "u:***@h/ks"),
+        ("./store:with:colons@x.db", "./store:***@x.db"),  # a file named so: the safe mistake
     ],
 )
 def test_case4_redact_hides_only_the_password(location, shown):
@@ -339,6 +347,11 @@ def test_case4_redact_hides_only_the_password(location, shown):
         "Cassandra://user:S3cretPW@127.0.0.9:1/ks",  # a scheme in capitals is still a URL
         "cassandra:/user:S3cretPW@127.0.0.9:1/ks",  # a mistyped URL is not a file path
         "cassandra://admin:4242/S3cretPW@127.0.0.9:1/ks",  # an unescaped "/" in the password
+        # no scheme: file paths, the password in a folder name ("cannot create …: the
+        # folder … does not exist" named the folder, which the redaction of --store missed)
+        "cassandra//user:S3cretPW@127.0.0.9:1/ks",
+        "//user:S3cretPW@127.0.0.9:1/ks",
+        "cassandra//admin:S3cret/PW@127.0.0.9",  # the folder holds only a part of it
     ],
 )
 @pytest.mark.parametrize("command", ["stats", "ingest"])
@@ -351,8 +364,49 @@ def test_case4_no_part_of_a_password_is_printed_from_a_mistyped_url(
         capsys, "--store", location, command, *(["a.md"] * (command == "ingest"))
     )
     one_line_error(status, err, "graphstore: error: ")
-    assert "S3cretPW" not in out + err
+    assert "S3cret" not in out + err
     assert [path.name for path in tmp_path.iterdir()] == ["a.md"]  # no file made from the URL
+
+
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        ("cassandra:/app:S3cretPW@127.0.0.9/ks", "cassandra:/app:***@127.0.0.9/ks is not a"),
+        ("Cassandra:app:S3cretPW@127.0.0.9/ks", "Cassandra:***@127.0.0.9/ks is not a"),
+        ("cassandra//app:S3cretPW@127.0.0.9/ks", "cassandra//app:***@127.0.0.9/ks"),
+    ],
+)
+def test_case4_a_mistyped_cassandra_url_is_refused_with_the_url_it_meant(
+    tmp_path, capsys, monkeypatch, location, shown
+):
+    """`cassandra:/…` was "unknown kind of store 'cassandra'", though cassandra is one."""
+    (tmp_path / "a.md").write_text("# A\n\nSome text.\n")
+    monkeypatch.chdir(tmp_path)
+    for command in (["stats"], ["ingest", "a.md"]):
+        status, out, err = cli(capsys, "--store", location, *command)
+        one_line_error(status, err, shown)
+        assert "did you mean cassandra://app:***@127.0.0.9/ks?" in err
+        assert "S3cret" not in out + err
+    assert [path.name for path in tmp_path.iterdir()] == ["a.md"]
+
+
+def test_case4_a_store_opened_from_python_names_a_mistyped_url_masked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for location in ("cassandra//app:S3cretPW@127.0.0.9/ks", "cassandra//app:S3cret/PW@h"):
+        with pytest.raises(StoreOpenError, match="its folder does not exist") as refused:
+            EmbeddedStorage(location)
+        assert "S3cret" not in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_case4_a_link_to_a_mistyped_url_is_named_masked(tmp_path, capsys):
+    link = tmp_path / "link.db"
+    link.symlink_to("cassandra//app:S3cretPW@127.0.0.9/ks")
+    status, _, err = cli(capsys, "--store", str(link), "stats")
+    one_line_error(
+        status, err, f"no store at {link} (it is a link to cassandra//app:***@127.0.0.9/ks,"
+    )
+    assert "S3cret" not in err
 
 
 # -- case 5 (ingest half): over-long tags are shortened, every file is checked first ------
