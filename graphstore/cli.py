@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import os
 import sys
@@ -53,6 +54,8 @@ LINK_CHOICES = (
     "zh-entities",
 )
 DEFAULT_LINKS = "hyperlinks,hierarchy"
+ENTITY_LABELS = "person,location,organization"
+"""What `--links entities` looks for unless `--entity-labels` says otherwise."""
 SKIPPED_SHOWN = 5
 """Skipped entries an ingest names; it counts the rest."""
 
@@ -91,9 +94,13 @@ def _parser() -> argparse.ArgumentParser:
         help="names for mentions (and zh-entities): one per line, or alias<TAB>canonical name",
     )
     add.add_argument("--gliner-model", help="GLiNER model directory (for entities)")
-    add.add_argument("--entity-labels", default="person,location,organization")
     add.add_argument(
-        "--max-tag-df", type=float, help="drop tags carried by more than this share of passages"
+        "--entity-labels", help=f"for entities, comma-separated (default: {ENTITY_LABELS})"
+    )
+    add.add_argument(
+        "--max-tag-df",
+        type=float,
+        help="drop tags carried by more than this share of passages (0 to 1)",
     )
     add.add_argument(
         "--max-chars", type=int, default=MAX_CHARS, help="largest passage, in characters"
@@ -151,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("id")
 
     stats = commands.add_parser("stats", help="counts and the most frequent tags")
-    stats.add_argument("--top", type=int, default=10)
+    stats.add_argument("--top", type=int, default=10, help="how many frequent tags to list")
 
     commands.add_parser("check", help="verify that node rows and tag rows agree")
     commands.add_parser("mcp", help="serve the store to agents over MCP (stdio)")
@@ -212,6 +219,14 @@ def _names(path: Path | None) -> dict[str, str]:
 def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
     """The linkers named by `--links`, configured from the other ingest options."""
     names = [name.strip() for name in args.links.split(",") if name.strip()]
+    for option, users in (
+        ("entity_labels", {"entities"}),
+        ("gliner_model", {"entities"}),
+        ("names", {"mentions", "zh-entities"}),
+    ):
+        if getattr(args, option) is not None and not users & set(names):
+            flag = "--" + option.replace("_", "-")
+            raise InvalidInputError(f"{flag} applies to --links {' or '.join(sorted(users))} only")
     if names == ["none"]:
         return []
     if not names:  # an empty --links would strip the links of passages ingested again
@@ -240,7 +255,8 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
         elif name == "entities":
             if not args.gliner_model:
                 raise InvalidInputError("entities need --gliner-model DIR (a local GLiNER model)")
-            labels = [label.strip() for label in args.entity_labels.split(",") if label.strip()]
+            given = args.entity_labels or ENTITY_LABELS
+            labels = [label.strip() for label in given.split(",") if label.strip()]
             extractor = extractors.GlinerLinkExtractor(labels, model=args.gliner_model)
             linkers.append(text_linker(extractor))
         elif name == "mentions":
@@ -261,7 +277,8 @@ async def _search(
     scoped = as_of_filter(metadata_filter, args.as_of_chapter)
     options = _given_options(args)
     stats = TraversalStats(keep_unselected=args.debug)
-    unused = {"similarity": set(options), "traversal": {"fetch_k", "lambda_mult"} & set(options)}
+    given = set(options) | ({"debug"} if args.debug else set())
+    unused = {"similarity": given, "traversal": {"fetch_k", "lambda_mult", "debug"} & given}
     ignored = sorted(unused.get(args.mode, ()))
     if ignored:
         flag = "--" + ignored[0].replace("_mult", "").replace("_", "-")
@@ -437,7 +454,7 @@ async def _ingest(
         args.paths,
         args.cards,
         linkers=linkers,
-        tag_filter=None if args.max_tag_df is None else TagFrequencyFilter(args.max_tag_df),
+        tag_filter=_tag_filter(args.max_tag_df),
         max_chars=args.max_chars,
         root=args.root,
         on_plan=lambda total: setattr(bar, "total", total),
@@ -454,6 +471,15 @@ async def _ingest(
         f"{_count(stats.nodes, 'passage')}, {_count(stats.tags, 'tag')}, "
         f"{_count(stats.tag_rows, 'tag row')}"
     )
+
+
+def _tag_filter(max_tag_df: float | None) -> TagFrequencyFilter | None:
+    """The `--max-tag-df` filter, with a range error that names the option."""
+    if max_tag_df is None:
+        return None
+    if not 0.0 < max_tag_df <= 1.0:
+        raise InvalidInputError(f"--max-tag-df must be above 0 and at most 1, not {max_tag_df}")
+    return TagFrequencyFilter(max_tag_df)
 
 
 def _skipped(names: Sequence[str]) -> str:
@@ -474,6 +500,14 @@ def _count(number: int, noun: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `graphstore` command."""
     args = _parser().parse_args(argv)
+    if sys.stdout is None:  # started with standard output closed (`>&-`)
+        print("graphstore: error: standard output is closed", file=sys.stderr)
+        return 2
+    for stream in (sys.stdout, sys.stderr):
+        # A terminal or pipe that cannot show some characters (PYTHONIOENCODING=ascii, a
+        # C locale) gets them escaped rather than a traceback half way through the output.
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     try:
         status = asyncio.run(_run(args))
         sys.stdout.flush()  # here, so a closed pipe is caught below, not at exit

@@ -14,6 +14,7 @@ separators included, keeps the total within the budget for any token counter.
 from __future__ import annotations
 
 import math
+import re
 import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -80,6 +81,9 @@ def story_order(entries: Sequence[Entry]) -> list[Entry]:
 
 TEMPLATE_FIELDS = ("number", "citation", "provenance", "text", "id")
 MAX_BUDGET = 1_000_000
+MAX_FIELD_WIDTH = 1000
+"""Widest padding or precision a template field may ask for (`{text:>100000000}` would
+build a string of that many spaces, which a token counter may not even count)."""
 
 
 def check_layout(budget: Any, template: Any, separator: Any) -> None:
@@ -89,9 +93,17 @@ def check_layout(budget: Any, template: Any, separator: Any) -> None:
     if not isinstance(template, str) or not isinstance(separator, str):
         raise InvalidInputError("the prompt template and separator must be strings")
     try:
-        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+        parsed = [(name, spec) for _, name, spec, _ in string.Formatter().parse(template)]
     except ValueError as error:
         raise InvalidInputError(f"bad prompt template: {error}") from None
+    fields = {name for name, _ in parsed if name is not None}
+    specs = [spec for name, spec in parsed if name is not None and spec]
+    widths = [int(digits) for spec in specs for digits in re.findall(r"\d+", spec)]
+    if max(widths, default=0) > MAX_FIELD_WIDTH:
+        raise InvalidInputError(
+            f"bad prompt template: a field padded or cut to {max(widths)} characters; "
+            f"at most {MAX_FIELD_WIDTH}"
+        )
     unknown = sorted(fields - set(TEMPLATE_FIELDS))
     if unknown:
         raise InvalidInputError(

@@ -43,6 +43,8 @@ T = TypeVar("T")
 
 MAX_ID_LENGTH = 512
 SAME_MODEL_COSINE = 0.99
+MAX_TOP_TAGS = 1_000_000
+"""Most frequent tags `stats` lists at most (a bound, so a typo cannot ask for billions)."""
 """A passage embedded again by the same weights comes within float rounding of its stored
 vector (cosine ~1.0); two different models, even of one family, stay far below."""
 
@@ -363,8 +365,8 @@ class GraphStore:
         return run_sync(self.ammr_traversal_search(query, **options))
 
     async def astats(self, top_tags: int = 20) -> StoreStats:
-        """Counts of nodes, tags and tag rows, and the most frequent tags."""
-        return await self.storage.stats(top_tags)
+        """Counts of nodes, tags and tag rows, and the `top_tags` most frequent tags."""
+        return await self.storage.stats(check_count("top_tags", top_tags, 0, MAX_TOP_TAGS))
 
     def stats(self, top_tags: int = 20) -> StoreStats:
         """Sync twin of `astats`."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -150,6 +151,20 @@ def test_show_prints_links(ingested, capsys):
         ),
         (["--model", "e5", "search", "x"], "embedded with minilm, not e5"),
         (["--model", "e5", "ingest", str(SAMPLE / "errors.html")], "embedded with minilm, not e5"),
+        (["stats", "--top", "-1"], "top_tags must be between 0 and"),
+        (["prompt", "x", "--template", "{text:>100000000}"], "padded or cut to 100000000"),
+        (["prompt", "x", "--template", "{number:.99999}"], "at most 1000"),
+        (["search", "x", "--mode", "similarity", "--debug"], "--debug does not apply"),
+        (["search", "x", "--mode", "traversal", "--debug"], "--debug does not apply"),
+        (
+            ["ingest", str(SAMPLE), "--entity-labels", "person"],
+            "--entity-labels applies to --links entities only",
+        ),
+        (
+            ["ingest", str(SAMPLE), "--names", sys.executable],
+            "--names applies to --links mentions or zh-entities only",
+        ),
+        (["ingest", str(SAMPLE), "--max-tag-df", "2"], "--max-tag-df must be above 0"),
     ],
 )
 def test_bad_input_gives_one_line_error_and_changes_nothing(
@@ -165,6 +180,40 @@ def test_bad_input_gives_one_line_error_and_changes_nothing(
     assert message in err
     assert main(["--store", str(copy), "stats"]) == 0
     assert capsys.readouterr().out.replace(str(copy), "") == before
+
+
+def _command(store: Path, *args: str, **options) -> subprocess.CompletedProcess[str]:
+    """`graphstore --store store args…` in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "graphstore.cli", "--store", str(store), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        **options,
+    )
+
+
+def test_a_closed_standard_output_is_one_line_not_a_traceback(ingested):
+    def close_stdout() -> None:
+        os.close(1)
+
+    result = _command(ingested, "search", "exceptions", preexec_fn=close_stdout)
+    assert result.returncode == 2
+    assert result.stderr == "graphstore: error: standard output is closed\n"
+
+
+def test_characters_the_output_cannot_show_are_escaped_not_a_traceback(tmp_path):
+    store = tmp_path / "zh.db"
+    graph = GraphStore(load_embeddings(), EmbeddedStorage(str(store)))
+    graph.add_nodes([Node("孙悟空", "孙悟空住在花果山的水帘洞里。", {}, frozenset())])
+    graph.close()
+    ascii_only = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    result = _command(store, "search", "monkey", "-k", "1", env=ascii_only)
+    assert result.returncode == 0, result.stderr
+    assert "\\u5b59\\u609f\\u7a7a" in result.stdout
+    result = _command(store, "search", "monkey", "-k", "1", "--json", env=ascii_only)
+    assert json.loads(result.stdout)["id"] == "孙悟空"
 
 
 def test_unreadable_file_stops_the_ingest_before_anything_is_written(tmp_path, capsys):
