@@ -75,10 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     add = commands.add_parser(
         "ingest", help="split, link, embed and store files or folders, and entity cards"
     )
-    add.add_argument("paths", nargs="*", type=Path)
+    add.add_argument("paths", nargs="*")
     add.add_argument(
         "--cards",
-        type=Path,
         metavar="DIR",
         help="a folder of entity cards (.md with front matter, .yaml); passages naming an "
         "entity or an alias link to its card",
@@ -90,7 +89,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     add.add_argument(
         "--names",
-        type=Path,
         help="names for mentions (and zh-entities): one per line, or alias<TAB>canonical name",
     )
     add.add_argument("--gliner-model", help="GLiNER model directory (for entities)")
@@ -107,7 +105,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     add.add_argument(
         "--root",
-        type=Path,
         help="passage ids are file paths relative to this folder (default: the current one)",
     )
 
@@ -202,6 +199,26 @@ def _given_options(args: argparse.Namespace) -> dict[str, Any]:
     """The strategy options the user set."""
     names = ("depth", "fetch_k", "adjacent_k", "lambda_mult")
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def _ingest_paths(args: argparse.Namespace) -> None:
+    """The ingest's path arguments as paths, an empty one refused: `Path("")` is the current
+    folder, so `ingest ""` (a variable that was not set) would ingest everything under it."""
+    if any(not path.strip() for path in args.paths):
+        raise InvalidInputError(
+            "a path to ingest is empty: give a file or a folder (. for the current one)"
+        )
+    args.paths = [Path(path) for path in args.paths]
+    for option, wanted in (
+        ("root", "a folder (. for the current one)"),
+        ("cards", "a folder of cards (. for the current one)"),
+        ("names", "a names file"),
+    ):
+        value = getattr(args, option)
+        if value is not None:
+            if not value.strip():
+                raise InvalidInputError(f"--{option} is empty: give {wanted}")
+            setattr(args, option, Path(value))
 
 
 def _names(path: Path | None) -> dict[str, str]:
@@ -349,6 +366,7 @@ async def _run(args: argparse.Namespace) -> int:
     creating = args.command in ("ingest", "mcp")  # the commands that write
     linkers: list[PassageLinker] = []
     if args.command == "ingest":
+        _ingest_paths(args)
         check_max_chars(args.max_chars)
         linkers = _linkers(args)
     metadata_filter = filter_of(getattr(args, "filter", []))  # checked before anything runs

@@ -6,16 +6,20 @@ written in batches, keeping memory bounded.
 
 Passage ids are `source#position`, the source being the file's path relative to a root (the
 current directory unless told otherwise), or its absolute path when the file lies outside the
-root: two files never share a source, and running the same ingest again from the same root
-overwrites in place.  After a successful run, the passages stored under the paths ingested
-that the run did not write (of files since deleted, or past the new end of a file that
-shrank) are removed.
+root: within one root two files never share a source, and running the same ingest again from
+the same root overwrites in place.  Each passage records the absolute path of its file
+(metadata `file`), since a relative source does not say which root it was named from: an
+ingest refuses to overwrite a passage of another file that still exists (the same relative
+name under two roots), and after a successful run it removes the passages recorded from files
+within the paths ingested that it did not write (files since deleted, the tail of a file that
+shrank).  A passage without the record (stored from Python, or by an older version) is never
+removed as stale.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -24,7 +28,7 @@ from extractors.base import LinkExtractor
 from extractors.frequency import TagFrequencyFilter
 from extractors.hierarchy import HierarchyLinkExtractor
 from extractors.html_links import HtmlInput, HtmlLinkExtractor
-from graphstore.errors import InvalidInputError
+from graphstore.errors import InvalidInputError, StorageError
 from graphstore.links import Link, bounded
 from graphstore.nodes import Node
 from graphstore.splitting import (
@@ -32,9 +36,12 @@ from graphstore.splitting import (
     SUFFIXES,
     Passage,
     passage_source,
+    path_text,
+    recorded_file,
     scan_folder,
     split_file,
 )
+from graphstore.storage import CORRUPT_ROW
 from graphstore.store import GraphStore, check_node
 
 PassageLinker = Callable[[Sequence[Passage]], list[set[Link]]]
@@ -42,6 +49,10 @@ PassageLinker = Callable[[Sequence[Passage]], list[set[Link]]]
 
 BATCH_SIZE = 256
 """Passages linked, embedded and written together: the unit of an ingest's memory."""
+FILE = "file"
+"""The metadata key of the absolute path of a passage's file (`Passage.file`)."""
+READ_CHUNK = 500
+"""Stored passages read at a time when an ingest looks up their files."""
 
 
 def source_name(path: Path, root: Path) -> str:
@@ -52,7 +63,7 @@ def source_name(path: Path, root: Path) -> str:
         name = absolute.relative_to(os.path.abspath(root)).as_posix()
     except ValueError:
         name = absolute.as_posix()
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
+    return path_text(name)
 
 
 def ingest_root(root: Path | None) -> Path:
@@ -97,8 +108,10 @@ def discover(paths: Iterable[Path], root: Path | None = None) -> Discovered:
 
 
 def scope(path: Path, root: Path) -> str:
-    """What an ingest of `path` covers: a file's source name, or a folder's name and `/`
-    (`""` for the root itself, which covers every relative source)."""
+    """What an ingest of `path` covers among source names: a file's, or a folder's and `/`
+    (`""` for the root itself, which covers every relative source).  A relative name does
+    not say which root it came from, so passages are matched by `file_scope` instead; card
+    folders (`graphstore.card_store`) still use this, as cards record no file."""
     name = source_name(path, root)
     if not path.is_dir():
         return name
@@ -114,22 +127,76 @@ def covers(covered: str, source: str) -> bool:
     return source == covered
 
 
-async def stored_within(store: GraphStore, scopes: Sequence[str]) -> set[str]:
-    """The ids of the stored passages whose source lies within `scopes`."""
-    return {
-        node_id
-        for node_id in await store.anode_ids()
-        if (source := passage_source(node_id)) is not None
-        and any(covers(covered, source) for covered in scopes)
-    }
+def file_scope(path: Path) -> str:
+    """What an ingest of `path` covers among the files passages record (see `covers`): a
+    file's absolute path, or a folder's and `/`.  Unlike a source name, the same whatever
+    the root or the current folder."""
+    file = recorded_file(path)
+    return file.rstrip("/") + "/" if path.is_dir() else file
 
 
-async def remove_stale(store: GraphStore, before: set[str], written: set[str]) -> int:
-    """Delete the passages an ingest found within its scopes when it began (`before`) and
-    did not write; return how many.  Only those: a passage another process stored
-    meanwhile (a file created during a folder ingest) is not this ingest's to remove."""
-    stale = sorted(before - written)
-    return await store.adelete(stale) if stale else 0
+async def _readable(store: GraphStore, ids: Sequence[str]) -> list[Node]:
+    """The stored passages with these ids, less rows changed outside graphstore that cannot
+    be read: they record no file to trust, and writing their file again repairs them."""
+    try:
+        return await store.aget(ids)
+    except StorageError as error:
+        if CORRUPT_ROW not in str(error):
+            raise
+        if len(ids) == 1:
+            return []
+    return [node for node_id in ids for node in await _readable(store, [node_id])]
+
+
+async def stored_files(store: GraphStore) -> dict[str, str]:
+    """The recorded file of every stored passage that has one, by id (a read of every
+    passage's row, `READ_CHUNK` at a time)."""
+    ids = sorted(
+        node_id for node_id in await store.anode_ids() if passage_source(node_id) is not None
+    )
+    files: dict[str, str] = {}
+    for start in range(0, len(ids), READ_CHUNK):
+        for node in await _readable(store, ids[start : start + READ_CHUNK]):
+            file = node.metadata.get(FILE)
+            if isinstance(file, str) and file:
+                files[node.id] = file
+    return files
+
+
+def check_ids_free(planned: Mapping[str, str], stored: Mapping[str, str]) -> None:
+    """Refuse to overwrite a stored passage recorded from another file that still exists:
+    the same relative name under two roots gives the same ids, and the first file's
+    passages would be lost in silence.  A recorded file that is gone (its folder was moved)
+    is replaced."""
+    for passage_id, file in planned.items():
+        other = stored.get(passage_id)
+        if other and other != file and os.path.isfile(other) and not _same_file(other, file):
+            raise InvalidInputError(
+                f"{file} would overwrite passage {passage_id} of {other}; ingest one of them "
+                "with another --root so that their ids differ"
+            )
+
+
+def _same_file(one: str, other: str) -> bool:
+    """Whether two paths reach one file (through a symbolic link, say); False when either
+    cannot be reached."""
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
+
+
+def stale(before: Mapping[str, str], written: set[str], read: set[str]) -> list[str]:
+    """The passages an ingest found recorded from files within its paths when it began
+    (`before`) and did not write, whose file it read (the tail past its new end, or its
+    passages under an earlier root) or is no longer a file.  Only those: what another
+    process stored meanwhile is not this ingest's to remove, nor the passages of a file it
+    passed over that still exists (one in a hidden folder, ingested by name before)."""
+    return sorted(
+        passage_id
+        for passage_id, file in before.items()
+        if passage_id not in written and (file in read or not os.path.isfile(file))
+    )
 
 
 def hierarchy_linker(extractor: HierarchyLinkExtractor | None = None) -> PassageLinker:
@@ -168,6 +235,8 @@ def to_node(passage: Passage, links: set[Link]) -> Node:
     """A passage as a node: source, section path, chapter number and position become
     metadata."""
     metadata: dict[str, object] = {"source": passage.source, "position": passage.position}
+    if passage.file:
+        metadata[FILE] = passage.file
     if passage.section:
         metadata["section"] = list(passage.section)
     if passage.chapter is not None:
@@ -209,8 +278,9 @@ class IngestReport:
     files: int
     passages: int
     removed: int = 0
-    """Stale passages deleted: of files gone from the folders ingested, or past a file's end
-    (and cards gone from a card folder ingested again)."""
+    """Stale passages deleted: of files gone from the paths ingested, past a file's end, or
+    of a file read under another root before (and cards gone from a card folder ingested
+    again)."""
     cards: int = 0
     """Entity cards written."""
     skipped: list[str] = field(default_factory=list)
@@ -243,16 +313,20 @@ async def ingest(
     frequencies are known, and tags above its threshold are dropped before writing; only the
     link sets are kept in memory meanwhile.  `on_plan` hears the number of passages before
     anything is written, `on_batch` the size of each batch once it is stored.  Sources are
-    named relative to `root` (default: the current directory).
+    named relative to `root` (default: the current directory); a passage id already stored
+    from another file that still exists is refused before anything is written
+    (`check_ids_free`).
     """
     base = ingest_root(root)
     files, skipped = discover(paths, base)
-    planned = 0
+    planned: dict[str, str] = {}
     for passage in read_all(files, max_chars):
         check_node(to_node(passage, set()))
-        planned += 1
+        planned[passage.id] = passage.file
+    stored = await stored_files(store)
+    check_ids_free(planned, stored)
     if on_plan:
-        on_plan(planned)
+        on_plan(len(planned))
     filtered: list[set[Link]] | None = None
     if tag_filter is not None:
         every = [
@@ -261,7 +335,12 @@ async def ingest(
             for links in merged_links(batch, linkers)
         ]
         filtered = tag_filter.fit_apply(every)
-    before = await stored_within(store, [scope(path, base) for path in paths])
+    scopes = [file_scope(path) for path in paths]
+    before = {
+        passage_id: file
+        for passage_id, file in stored.items()
+        if any(covers(covered, file) for covered in scopes)
+    }
     total = 0
     written: set[str] = set()
     for batch in batches(read_all(files, max_chars), batch_size):
@@ -274,5 +353,6 @@ async def ingest(
         total += len(batch)
         if on_batch:
             on_batch(len(batch))
-    removed = await remove_stale(store, before, written)
+    gone = stale(before, written, {recorded_file(path) for path, _ in files})
+    removed = await store.adelete(gone) if gone else 0
     return IngestReport(files=len(files), passages=total, removed=removed, skipped=skipped)

@@ -9,6 +9,7 @@ line, no re-copying the rest of a long piece), and no passage is blank.
 from __future__ import annotations
 
 import codecs
+import os
 import re
 import unicodedata
 from collections.abc import Collection, Iterable, Iterator
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bs4 import BeautifulSoup, Tag
+from bs4.element import CData, NavigableString, PageElement
 
 from graphstore.chapters import section_chapter
 from graphstore.errors import InvalidInputError
@@ -33,9 +35,57 @@ SUFFIXES = {
 }
 HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 BLOCKS = ("p", "pre", "li", "dt", "dd", "blockquote", "td", "th", "figcaption")
+INLINE = frozenset(
+    (
+        "a",
+        "abbr",
+        "acronym",
+        "b",
+        "bdi",
+        "bdo",
+        "big",
+        "br",
+        "cite",
+        "code",
+        "data",
+        "del",
+        "dfn",
+        "em",
+        "font",
+        "i",
+        "img",
+        "ins",
+        "kbd",
+        "label",
+        "mark",
+        "nobr",
+        "q",
+        "ruby",
+        "s",
+        "samp",
+        "small",
+        "span",
+        "strike",
+        "strong",
+        "sub",
+        "sup",
+        "time",
+        "tt",
+        "u",
+        "var",
+        "wbr",
+    )
+)
+"""Phrasing elements: text in them runs on with the text around them; any other element
+(a div, a section, a list) ends a run of loose text, as a browser starts a new line."""
+HIDDEN = ("head", "title", "script", "style", "template")
+"""Elements whose content a browser does not show as page text."""
 SENTENCE = re.compile(r".*?(?:[.!?。！？；]+[”’\"'」』）)\]]*\s*|$)", re.DOTALL)
 """A sentence with what follows its end up to the next one: closing quotes and brackets (a
 Chinese quotation closes after its 。, so its ” stays with it), then spaces."""
+LAST_SPACE = re.compile(r"[^\S\u00a0\u2007\u202f][\S\u00a0\u2007\u202f]*\Z")
+"""The last breaking space of a string (not a no-break space): where a long sentence is cut."""
+NOT_SPACE = re.compile(r"\S")
 FENCE = re.compile(r"^\s*(```|~~~)")
 CHAPTER = re.compile(
     r"^\s*(第[〇零一二三四五六七八九十百千两\d]+[回章卷节]|chapter\s+\w+)(\s|$)", re.IGNORECASE
@@ -55,6 +105,8 @@ class Passage:
     prologue: bool = False
     """Before the first chapter heading of a document that has chapters (front matter, a
     楔子): chapter 0, so that a search as of any chapter finds it."""
+    file: str = ""
+    """The absolute path of the file it was split from (`recorded_file`), "" when unknown."""
 
     @property
     def id(self) -> str:
@@ -146,20 +198,36 @@ def pack(pieces: list[str], max_chars: int) -> list[str]:
 
 
 def _sentences(text: str, max_chars: int) -> list[str]:
-    """Sentences joined up to `max_chars`; a longer sentence is cut every `max_chars`.  Cut
-    pieces lose the whitespace at their ends and are joined by one space, or by none where
-    either side is a wide (CJK) character: Chinese text comes back as written."""
+    """Sentences joined up to `max_chars`; a longer sentence is cut at its last space within
+    `max_chars` (`_cuts`).  Cut pieces lose the whitespace at their ends and are joined by one
+    space, or by none where either side is a wide (CJK) character: Chinese text comes back as
+    written."""
     pieces = [
         piece
         for sentence in SENTENCE.findall(text)
-        for start in range(0, len(sentence), max_chars)
-        if (piece := sentence[start : start + max_chars].strip())
+        for start, end in _cuts(sentence, max_chars)
+        if (piece := sentence[start:end].strip())
     ]
     spaced = [
         piece if not index or _wide(pieces[index - 1][-1]) or _wide(piece[0]) else " " + piece
         for index, piece in enumerate(pieces)
     ]
     return [chunk.strip() for chunk in _join(spaced, "", max_chars)]
+
+
+def _cuts(sentence: str, max_chars: int) -> Iterator[tuple[int, int]]:
+    """`(start, end)` of pieces of at most `max_chars` covering `sentence`, each ending at the
+    last space that keeps it within the limit, so no word is cut in two; a piece with no space
+    (Chinese, a long URL) ends at the limit.  Linear: a piece that ends early leaves no
+    space between its end and the limit, so every two pieces advance past `max_chars`."""
+    start = 0
+    while start < len(sentence):
+        end = start + max_chars
+        space = LAST_SPACE.search(sentence, start + 1, end + 1) if end < len(sentence) else None
+        end = space.start() if space else min(end, len(sentence))
+        yield start, end
+        following = NOT_SPACE.search(sentence, end)  # the next piece starts at a word
+        start = following.start() if following else len(sentence)
 
 
 def _wide(character: str) -> bool:
@@ -242,11 +310,70 @@ def split_markdown(source: str, text: str, max_chars: int) -> list[Passage]:
     return _pack_sections(source, sections, max_chars)
 
 
-def _leaf_blocks(root: Tag) -> Iterator[Tag]:
-    """Headings and the innermost text blocks, in document order."""
+class _HtmlBlock(NamedTuple):
+    """A piece of a page's text that a passage may start with: a heading, a text block, or a
+    run of loose text between them."""
+
+    text: str
+    markup: str
+    """The block's own HTML, for its hyperlinks (none for a heading)."""
+    level: int = 0
+    """The heading level, 0 for text."""
+
+
+def _holders(root: Tag) -> set[int]:
+    """The `id`s of the elements under `root` holding a heading or a text block (in linear
+    time: each element is marked once, from its first such descendant)."""
+    marked: set[int] = set()
     for element in root.find_all([*HEADINGS, *BLOCKS]):
-        if element.name in HEADINGS or not element.find(BLOCKS):
-            yield element
+        parent = element.parent
+        while parent is not None and parent is not root and id(parent) not in marked:
+            marked.add(id(parent))
+            parent = parent.parent
+    return marked
+
+
+def _html_blocks(root: Tag) -> Iterator[_HtmlBlock]:
+    """The visible text under `root`, in document order: headings, innermost text blocks
+    (`BLOCKS` holding no heading or block), and the runs of loose text between them (a
+    div's text, a list item's words before its sublist), so no text is lost to the element
+    it sits in.  Iterative, so no nesting depth overflows the stack."""
+    holders = _holders(root)
+    run: list[Tag | NavigableString] = []
+
+    def end_run() -> Iterator[_HtmlBlock]:
+        text = " ".join(p.get_text(" ") if isinstance(p, Tag) else str(p) for p in run)
+        markup = "".join(str(p) if isinstance(p, Tag) else p.output_ready() for p in run)
+        run.clear()
+        if cleaned := _clean(text):
+            yield _HtmlBlock(cleaned, markup)
+
+    stack: list[tuple[Iterator[PageElement], bool]] = [(iter(root.children), True)]
+    while stack:
+        children, breaks = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            if breaks:
+                yield from end_run()
+        elif isinstance(child, NavigableString):
+            if type(child) in (NavigableString, CData):  # not a comment, not a doctype
+                run.append(child)
+        elif not isinstance(child, Tag) or child.name in HIDDEN:
+            continue
+        elif child.name in HEADINGS or (child.name in BLOCKS and id(child) not in holders):
+            yield from end_run()
+            content = _clean(child.get_text(" " if child.name != "pre" else ""))
+            if content:
+                level = int(child.name[1]) if child.name in HEADINGS else 0
+                yield _HtmlBlock(content, "" if level else str(child), level)
+        elif child.name in INLINE and id(child) not in holders:
+            run.append(child)
+        else:
+            inline = child.name in INLINE
+            if not inline:
+                yield from end_run()
+            stack.append((iter(child.children), not inline))
 
 
 def _clean(text: str) -> str:
@@ -277,21 +404,16 @@ def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
             passages.append(Passage(source, len(passages), current_text, tuple(path), current_html))
         blocks.clear()
 
-    for element in _leaf_blocks(root):
-        content = _clean(element.get_text(" " if element.name != "pre" else ""))
-        if not content:
-            continue
-        if element.name in HEADINGS:
+    for block in _html_blocks(root):
+        if block.level:
             flush()
-            level = int(element.name[1])
-            path = [*path[: level - 1], content]
-            blocks.append((content, ""))
+            path = [*path[: block.level - 1], block.text]
+            blocks.append((block.text, ""))
         else:
             # A block cut into pieces: its markup (for hyperlinks) goes with the first piece
             # only, so a long paragraph's markup is kept once, not once per piece.
-            markup = str(element)
-            for number, piece in enumerate(pack([content], max_chars)):
-                blocks.append((piece, "" if number else markup))
+            for number, piece in enumerate(pack([block.text], max_chars)):
+                blocks.append((piece, "" if number else block.markup))
     flush()
     return with_prologue(passages)
 
@@ -299,13 +421,24 @@ def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
 SPLITTERS = {"text": split_text, "markdown": split_markdown, "html": split_html}
 
 
+def path_text(path: str) -> str:
+    """A path as text any store keeps: bytes of a file name that are not UTF-8 as `\\xNN`."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def recorded_file(path: Path) -> str:
+    """The absolute path of a file as its passages record it (`Passage.file`)."""
+    return path_text(os.path.abspath(path))
+
+
 def split_file(path: Path, source: str, max_chars: int = MAX_CHARS) -> list[Passage]:
-    """The passages of one file, by its suffix."""
+    """The passages of one file, by its suffix, each recording the file's absolute path."""
     check_max_chars(max_chars)
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise InvalidInputError(f"{path}: unsupported file type {path.suffix or '(none)'}")
-    return SPLITTERS[kind](source, read_text(path), max_chars)
+    file = recorded_file(path)
+    return [replace(p, file=file) for p in SPLITTERS[kind](source, read_text(path), max_chars)]
 
 
 def with_prologue(passages: list[Passage]) -> list[Passage]:

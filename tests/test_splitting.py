@@ -83,3 +83,56 @@ def test_long_paragraphs_are_cut_at_sentences_as_written():
     assert all(chunk.endswith("他说。") for chunk in chunks)
     english = "First sentence here. Second one!  Third?\nFourth line."
     assert pack([english], 25) == ["First sentence here.", "Second one! Third?", "Fourth line."]
+
+
+@pytest.mark.parametrize(
+    ("html", "text"),
+    [
+        ("<div>hello div text</div>", "hello div text"),
+        ("plain text with no tags", "plain text with no tags"),
+        ("<html><body>body text</body></html>", "body text"),
+        ("<article><section>s</section></article>", "s"),
+        (
+            "<ul><li>Outer kangaroos<ul><li>inner koalas</li></ul></li></ul><p>a</p> loose "
+            "wombats <p>b</p><blockquote>Intro emus<p>q</p></blockquote>",
+            "Outer kangaroos\n\ninner koalas\n\na\n\nloose wombats\n\nb\n\nIntro emus\n\nq",
+        ),
+    ],
+)
+def test_html_text_outside_the_known_blocks_is_kept_in_document_order(html, text):
+    """Only headings and innermost p, li, td… blocks used to be read: a div's text, a page
+    without tags, a list item's words before its sublist were dropped without a word."""
+    assert [p.text for p in split_html("a.html", html, 1000)] == [text]
+
+
+def test_html_loose_text_keeps_its_links_and_hidden_content_stays_out():
+    html = (
+        "<html><head><title>Tab title</title><style>p {}</style></head><body><!-- note -->"
+        "<script>var x;</script><div>See <a href='b.html'>b</a> and <b>more</b>"
+        "<template>unused</template></div><ul><li><h3>Heading</h3>under it</li></ul>"
+        "</body></html>"
+    )
+    passages = split_html("a.html", html, 1000)
+    assert [(p.text, p.section) for p in passages] == [
+        ("See b and more", ()),
+        ("Heading\n\nunder it", ("Heading",)),
+    ]
+    assert "href='b.html'" in (passages[0].html or "").replace('"', "'")
+
+
+def test_a_long_line_is_cut_between_words(tmp_path):
+    """A line longer than max_chars with no sentence end used to be cut every max_chars
+    characters, in the middle of words ('…longline l' | 'ongline …')."""
+    path = tmp_path / "long.txt"
+    path.write_text("longline " * 20_000)
+    passages = split_file(path, "long.txt")
+    assert all(len(p.text) <= 1000 for p in passages)
+    assert all(set(p.text.split(" ")) == {"longline"} for p in passages)
+    assert " ".join(p.text for p in passages) == path.read_text().strip()
+    assert pack(["a" * 30 + " " + "b" * 100], 40) == ["a" * 30, "b" * 40, "b" * 40, "b" * 20]
+    # Text without spaces is still cut at the limit, and a no-break space is no place to cut.
+    chinese = pack(["孙悟空" * 40], 50)
+    assert ([len(chunk) for chunk in chinese], "".join(chinese)) == ([50, 50, 20], "孙悟空" * 40)
+    assert pack(["10\u00a0km " * 10], 21) == ["10\u00a0km 10\u00a0km 10\u00a0km"] * 3 + [
+        "10\u00a0km"
+    ]

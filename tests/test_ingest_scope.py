@@ -1,0 +1,186 @@
+"""Which stored passages an ingest may overwrite or remove: only those recorded from files
+within the paths it was given, whatever the root or the current folder (real stores, keyed
+embeddings); and empty path arguments are refused, not read as the current folder."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from graphstore import GraphStore, InvalidInputError, Node
+from graphstore.cli import main
+from graphstore.embedded import EmbeddedStorage
+from graphstore.ingest import IngestReport, ingest
+from graphstore.storage import Storage
+from graphstore.store import run_sync
+from graphstore.testing.embeddings import KeyedEmbeddings
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+async def ingest_paths(
+    store: GraphStore, *paths: Path | str, root: Path | None = None, max_chars: int = 1000
+) -> IngestReport:
+    return await ingest(
+        store, [Path(path) for path in paths], linkers=[], root=root, max_chars=max_chars
+    )
+
+
+async def texts(store: GraphStore) -> dict[str, str]:
+    ids = sorted(await store.anode_ids())
+    return {node.id: node.text for node in await store.aget(ids)}
+
+
+async def test_ingesting_the_current_folder_keeps_the_passages_of_other_folders(
+    backend: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cd other && graphstore ingest .` used to remove `small/r.md#0` as stale: the root's
+    scope covered every relative source, whichever folder it was named from."""
+    write(tmp_path / "small" / "r.md", "Rust notes.\n")
+    write(tmp_path / "other" / "o.txt", "Volcano text.\n")
+    store = GraphStore(KeyedEmbeddings(), backend)
+    monkeypatch.chdir(tmp_path)
+    await ingest_paths(store, "small")
+    monkeypatch.chdir(tmp_path / "other")
+    report = await ingest_paths(store, ".")
+    assert report.removed == 0
+    assert await texts(store) == {"small/r.md#0": "Rust notes.", "o.txt#0": "Volcano text."}
+    [node] = await store.aget(["small/r.md#0"])
+    assert node.metadata["file"] == str(tmp_path / "small" / "r.md")
+
+
+async def test_folders_ingested_each_as_its_own_root_keep_each_others_passages(
+    backend: Storage, tmp_path: Path
+) -> None:
+    """`ingest --root p2 p2` used to remove the passages of `ingest --root p1 p1`."""
+    p1, p2 = tmp_path / "p1", tmp_path / "p2"
+    write(p1 / "a.md", "First project.\n")
+    write(p2 / "b.md", "Second project.\n")
+    store = GraphStore(KeyedEmbeddings(), backend)
+    await ingest_paths(store, p1, root=p1)
+    report = await ingest_paths(store, p2, root=p2)
+    assert report.removed == 0
+    assert await texts(store) == {"a.md#0": "First project.", "b.md#0": "Second project."}
+
+
+async def test_passages_without_a_recorded_file_are_never_removed_as_stale(
+    backend: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A passage added from Python, or stored by a version that recorded no file, used to be
+    removed by any ingest whose scope its id happened to fall in."""
+    write(tmp_path / "docs" / "a.md", "Ada.\n")
+    store = GraphStore(KeyedEmbeddings(), backend)
+    await store.aadd_nodes(
+        [
+            Node("meeting.md#0", "Meeting notes.", {}),
+            Node("docs/gone.md#0", "An older version's.", {"source": "docs/gone.md"}),
+        ]
+    )
+    monkeypatch.chdir(tmp_path)
+    report = await ingest_paths(store, ".")
+    assert report.removed == 0
+    assert sorted(await store.anode_ids()) == ["docs/a.md#0", "docs/gone.md#0", "meeting.md#0"]
+
+
+async def test_stale_passages_are_found_by_their_file_whatever_the_root(
+    backend: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Passages of a deleted file, past the end of a shrunk file, and of a file ingested
+    under another root are removed; those of a file the folder ingest leaves out (in a
+    hidden folder, ingested by name before) stay, since the file is still there."""
+    docs = tmp_path / "docs"
+    write(docs / "a.md", "\n\n".join(f"Paragraph {n}." for n in range(3)))
+    write(docs / "gone.md", "Soon deleted.\n")
+    write(docs / ".private" / "kept.md", "Ingested by name.\n")
+    store = GraphStore(KeyedEmbeddings(), backend)
+    await ingest_paths(store, docs, docs / ".private" / "kept.md", root=tmp_path, max_chars=20)
+    assert len(await store.anode_ids()) == 5
+    write(docs / "a.md", "Paragraph 0.\n")
+    (docs / "gone.md").unlink()
+    monkeypatch.chdir(docs)
+    report = await ingest_paths(store, ".")
+    assert report.removed == 4  # docs/a.md#0-2 (now a.md#0) and docs/gone.md#0
+    assert await texts(store) == {
+        "a.md#0": "Paragraph 0.",
+        "docs/.private/kept.md#0": "Ingested by name.",
+    }
+    assert (await ingest_paths(store, ".")).removed == 0
+
+
+async def test_the_same_name_under_two_roots_is_refused_while_the_first_file_exists(
+    backend: Storage, tmp_path: Path
+) -> None:
+    """`proj1/readme.md` and `proj2/readme.md`, each ingested with its folder as root, both
+    make `readme.md#0`: the second ingest used to overwrite the first in silence."""
+    proj1, proj2 = tmp_path / "proj1", tmp_path / "proj2"
+    first = write(proj1 / "readme.md", "Project one.\n")
+    second = write(proj2 / "readme.md", "Project two.\n")
+    store = GraphStore(KeyedEmbeddings(), backend)
+    await ingest_paths(store, proj1, root=proj1)
+    before = await texts(store)
+    with pytest.raises(InvalidInputError) as error:
+        await ingest_paths(store, proj2, root=proj2)
+    message = str(error.value)
+    assert message == (
+        f"{second} would overwrite passage readme.md#0 of {first}; ingest one of them with "
+        "another --root so that their ids differ"
+    )
+    assert await texts(store) == before
+    proj1.rename(tmp_path / "moved")  # the recorded file is gone: replacing is right
+    assert (await ingest_paths(store, proj2, root=proj2)).removed == 0
+    assert await texts(store) == {"readme.md#0": "Project two."}
+
+
+def test_a_corrupt_passage_row_does_not_stop_the_ingest_that_repairs_it(tmp_path: Path) -> None:
+    """An ingest reads the stored passages' files; one row changed outside graphstore must
+    not stop it, and writing the row's file again repairs the row."""
+    docs = tmp_path / "docs"
+    write(docs / "a.md", "Ada.\n")
+    write(docs / "b.md", "Babbage.\n")
+    path = tmp_path / "s.db"
+    store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(path))
+    run_sync(ingest_paths(store, docs, root=tmp_path))
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE nodes SET metadata = '{not json' WHERE id = 'docs/a.md#0'")
+    store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(path))
+    assert run_sync(ingest_paths(store, docs, root=tmp_path)).removed == 0
+    assert store.get(["docs/a.md#0"])[0].metadata["file"] == str(docs / "a.md")
+    assert store.check() == []
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ingest", ""], "a path to ingest is empty: give a file or a folder"),
+        (["ingest", "docs", ""], "a path to ingest is empty: give a file or a folder"),
+        (["ingest", "docs", "--root", ""], "--root is empty: give a folder"),
+        (["ingest", "--cards", ""], "--cards is empty: give a folder of cards"),
+        (["ingest", "docs", "--links", "mentions", "--names", ""], "--names is empty"),
+    ],
+)
+def test_an_empty_path_argument_is_refused_not_read_as_the_current_folder(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+) -> None:
+    """`ingest ""` used to ingest everything under the current folder (`Path("")` is `.`),
+    `--root ""` to take it for the root, and `--names ""` to fail on reading a folder."""
+    write(tmp_path / "docs" / "a.md", "Ada.\n")
+    monkeypatch.chdir(tmp_path)
+    status = main(["--store", "s.db", *args])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert re.fullmatch(f"graphstore: error: {re.escape(message)}[^\n]*\n", err), err
+    assert not os.path.exists(tmp_path / "s.db")
