@@ -17,7 +17,8 @@ The body is the card's description.
 ```
 
 Every file of a folder is read and checked before any card is stored; a bad one stops the
-ingest with one line naming the file and the problem.
+ingest with one line naming the file and the problem.  Each card records its file's absolute
+path (`Card.file`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import yaml
 
 from graphstore.cards import Card, card_from_mapping, check_names
 from graphstore.errors import InvalidInputError
-from graphstore.splitting import read_text, scan_folder
+from graphstore.splitting import FolderFiles, read_text, recorded_file, scan_folder
 
 MARKDOWN = (".md", ".markdown")
 YAML = (".yaml", ".yml")
@@ -84,20 +85,30 @@ class CardFolder(NamedTuple):
     skipped: list[str]
 
 
-def read_cards(folder: Path, source_name: Callable[[Path], str]) -> CardFolder:
-    """Every card under `folder` (`.md`, `.markdown`, `.yaml`, `.yml`), checked, with no two
-    sharing a name or alias; `source_name` names a file as passage ids do."""
+def card_files(folder: Path) -> FolderFiles:
+    """The card files under `folder` (`.md`, `.markdown`, `.yaml`, `.yml`; not hidden), or a
+    one-line error when it is not a folder or holds none."""
     if not folder.is_dir():
         raise InvalidInputError(f"{folder} is not a folder of cards")
     found = scan_folder(folder, MARKDOWN + YAML)
     if not found.files:
         raise InvalidInputError(f"no card files (.md, .yaml) in {folder}")
+    return found
+
+
+def read_cards(folder: Path, source_name: Callable[[Path], str]) -> CardFolder:
+    """Every card under `folder` (`card_files`), checked, with no two sharing a name or
+    alias; `source_name` names a file as passage ids do, and each card records its file's
+    absolute path."""
+    found = card_files(folder)
     cards: list[Card] = []
     for path in found.files:
         source = source_name(path)
         text = read_text(path)
         if path.suffix.lower() in MARKDOWN:
-            cards.append(parse_markdown_card(text, source))
+            declared = [parse_markdown_card(text, source)]
         else:
-            cards.extend(parse_yaml_cards(text, source))
+            declared = parse_yaml_cards(text, source)
+        file = recorded_file(path)
+        cards.extend(replace(card, file=file) for card in declared)
     return CardFolder(check_names(cards), [source_name(path) for path in found.skipped])

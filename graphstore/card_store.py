@@ -1,33 +1,39 @@
 """Cards in a store: listing them, and writing a set of them linked to each other.
 
-An ingest plans its cards before it writes anything: the cards already stored (less those
-of the folders ingested again that the new files no longer hold) and the new ones must not
-share a name or alias, and together they are the names every passage of the ingest is
-linked by.  Writing comes last, after the text passages; a card passage links out to the
-other cards it names.
+An ingest plans its cards before it writes anything: the cards already stored (less the
+stale ones: recorded from files within the card folder ingested that are gone, or that it
+read and that no longer declare them) and the new ones must not share a name or alias, and
+together they are the names every passage of the ingest is linked by.  Stored cards are
+matched to the folder by the file each records, not by their source names, which are
+relative to whatever root they were ingested from.  Writing comes last, after the text
+passages; a card passage links out to the other cards it names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from extractors.mentions import MentionLinkExtractor
-from graphstore.card_files import CardFolder, read_cards
+from graphstore.card_files import CardFolder, card_files, read_cards
 from graphstore.cards import CARD, Card, card_from_node, card_mentions, card_node, check_names
 from graphstore.errors import InvalidInputError
 from graphstore.ingest import (
     IngestReport,
     PassageLinker,
     covers,
+    file_scope,
     ingest,
     ingest_root,
-    scope,
+    same_file,
     source_name,
+    stale,
     text_linker,
 )
+from graphstore.splitting import recorded_file
 from graphstore.store import GraphStore, Query
 from graphstore.strategy import MAX_K
 
@@ -63,43 +69,59 @@ class CardPlan:
     known: list[Card]
     """Every card the store will hold: what passages are linked to."""
     stale: list[str]
-    """Ids of stored cards from the folders ingested that their files no longer hold."""
+    """Ids of stored cards recorded from files within the folder ingested that are gone or
+    no longer declare them."""
 
     def mentions(self) -> MentionLinkExtractor | None:
         """The mention extractor over every known card's names."""
         return card_mentions(self.known)
 
 
+def _replaceable(stored: Card, card: Card, read: Collection[str]) -> bool:
+    """Whether `card` may replace the stored card of its name: one recorded from the same
+    file, from a file that is gone (moved) or that this ingest read (it no longer declares
+    the card, which moved to another file), or from no file and no source (an agent's
+    `put_card`).  A card stored before cards recorded their file is replaced only from
+    the same source name, since its file cannot be told."""
+    if stored.file:
+        return (
+            stored.file == card.file
+            or stored.file in read
+            or not os.path.isfile(stored.file)
+            or same_file(stored.file, card.file)
+        )
+    return not stored.source or stored.source == card.source
+
+
 async def aplan_cards(
-    store: GraphStore, cards: Sequence[Card], scopes: Sequence[str] = ()
+    store: GraphStore,
+    cards: Sequence[Card],
+    scopes: Sequence[str] = (),
+    read: Collection[str] = (),
 ) -> CardPlan:
     """Check `cards` against the stored ones (a name or alias owned twice is a one-line
-    error) and find the stale cards within `scopes` (see `graphstore.ingest.scope`).
+    error) and find the stale cards: those recorded from files within `scopes` (see
+    `graphstore.ingest.file_scope`) that are gone or were `read` (the recorded paths of the
+    files the ingest read) and no longer declare them.  A stored card without the record
+    is never stale: nothing says which folder it came from.
 
-    A card replaces the stored card of its name when that card came from the same file,
-    from a folder being ingested (where its file may have moved) or from no file (an
-    agent's `put_card`); a stored card from a file elsewhere is a one-line error, not
-    silently replaced."""
-
-    def ingested(source: str) -> bool:
-        """Whether a stored card's file lies in a folder being ingested."""
-        return source != "" and any(covers(s, source) for s in scopes)
-
+    A card from a file replaces the stored card of its name when `_replaceable`; a stored
+    card from another file that still exists is a one-line error, not silently replaced."""
     new = {card.id for card in cards}
     every = await astored_cards(store)
-    sources = {card.id: card.source for card in every}
+    stored = {card.id: card for card in every}
     for card in cards:
-        other = sources.get(card.id)
-        replaceable = not other or other == card.source or ingested(other)
-        if card.source and not replaceable:
+        other = stored.get(card.id)
+        if card.source and other is not None and not _replaceable(other, card, read):
+            where = f" ({other.file})" if other.file else ""
             raise InvalidInputError(
-                f"{card.source}: a card named {card.name!r} is already stored from {other}; "
-                "rename one of them"
+                f"{card.source}: a card named {card.name!r} is already stored from "
+                f"{other.source}{where}; rename one of them"
             )
-    stored = [card for card in every if card.id not in new]
-    stale = [c.id for c in stored if ingested(c.source)]
-    kept = [card for card in stored if card.id not in stale]
-    return CardPlan(list(cards), check_names([*kept, *cards]), stale)
+    within = {c.id: c.file for c in every if c.file and any(covers(s, c.file) for s in scopes)}
+    gone = stale(within, new, set(read))
+    kept = [card for card in every if card.id not in new and card.id not in gone]
+    return CardPlan(list(cards), check_names([*kept, *cards]), gone)
 
 
 async def awrite_cards(store: GraphStore, plan: CardPlan) -> int:
@@ -124,19 +146,25 @@ async def aingest_with_cards(
 
     Cards are read and checked first, then the files are ingested with one more linker:
     mentions of every card the store will hold.  Cards are written last, so a bad card or
-    a bad file leaves the store as it was; cards of the folder whose files are gone are
-    removed.  Card sources are named as files are, relative to `root`.
+    a bad file leaves the store as it was; the cards recorded from files within the folder
+    that are gone, or that no longer declare them, are removed.  Card sources are named as
+    files are, relative to `root`; each card records its file's absolute path.
     """
     if not paths and cards_folder is None:
         raise InvalidInputError("give files or folders to ingest, or a folder of cards")
     base = ingest_root(root)
-    folder = (
-        read_cards(cards_folder, lambda path: source_name(path, base))
-        if cards_folder
-        else CardFolder([], [])
-    )
+    scopes: list[str] = []
+    read: list[str] = []
+    folder = CardFolder([], [])
+    if cards_folder:
+        # The files read, listed before they are: a file that declares no card (`[]`) is
+        # read too, and one created in between is read without counting as read, so the
+        # cards stored from it before are kept, not taken for stale.
+        read = [recorded_file(path) for path in card_files(cards_folder).files]
+        folder = read_cards(cards_folder, lambda path: source_name(path, base))
+        scopes = [file_scope(cards_folder)]
     cards = folder.cards
-    plan = await aplan_cards(store, cards, [scope(cards_folder, base)] if cards_folder else [])
+    plan = await aplan_cards(store, cards, scopes, read)
     mentions = plan.mentions()
     linked = [*linkers, text_linker(mentions)] if mentions is not None else list(linkers)
     report = IngestReport(files=0, passages=0)

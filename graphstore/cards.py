@@ -8,20 +8,23 @@ later chapter establishes leaks into a prompt for an earlier one.
 
 A card is stored as a passage of its own (metadata `kind: card`, id `card:<name>`) that
 links in to the tag `(card, <name>)`; a passage naming the entity, or any alias, links out
-to it (`card_mentions`, the mention extractor fed from the cards).
+to it (`card_mentions`, the mention extractor fed from the cards).  A card read from a file
+records the file's absolute path (metadata `file`, as passages do), by which an ingest of a
+card folder knows which stored cards are its own.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from extractors.mentions import MentionLinkExtractor
 from extractors.normalize import is_cjk, normalize_tag
 from graphstore.chapters import check_chapter
 from graphstore.errors import InvalidInputError
+from graphstore.ingest import FILE
 from graphstore.links import TagKey
 from graphstore.nodes import Node
 
@@ -52,6 +55,10 @@ class Card:
     attributes: tuple[tuple[str, tuple[Fact, ...]], ...] = ()
     description: str = ""
     source: str = ""
+    file: str = ""
+    """The absolute path of the card's file (`graphstore.splitting.recorded_file`), "" when
+    unknown (an agent's card, or one stored before cards recorded it): a relative `source`
+    does not say which root it was named from."""
 
     @property
     def id(self) -> str:
@@ -227,7 +234,7 @@ def card_metadata(card: Card) -> dict[str, Any]:
         "attributes": {name: [_dated(fact) for fact in facts] for name, facts in card.attributes},
         "description": card.description,
         "source": card.source,
-    }
+    } | ({FILE: card.file} if card.file else {})
 
 
 def card_from_node(node: Node) -> Card:
@@ -240,7 +247,9 @@ def card_from_node(node: Node) -> Card:
         "attributes": data.get("attributes"),
         "description": data.get("description"),
     }
-    return card_from_mapping(fields, str(data.get("source", "")))
+    card = card_from_mapping(fields, str(data.get("source", "")))
+    file = data.get(FILE)
+    return replace(card, file=file) if isinstance(file, str) else card
 
 
 def card_mentions(cards: Iterable[Card]) -> MentionLinkExtractor | None:

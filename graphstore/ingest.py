@@ -107,30 +107,17 @@ def discover(paths: Iterable[Path], root: Path | None = None) -> Discovered:
     return Discovered(list(found.values()), sorted(set(skipped)))
 
 
-def scope(path: Path, root: Path) -> str:
-    """What an ingest of `path` covers among source names: a file's, or a folder's and `/`
-    (`""` for the root itself, which covers every relative source).  A relative name does
-    not say which root it came from, so passages are matched by `file_scope` instead; card
-    folders (`graphstore.card_store`) still use this, as cards record no file."""
-    name = source_name(path, root)
-    if not path.is_dir():
-        return name
-    return "" if name == "." else name.rstrip("/") + "/"
-
-
 def covers(covered: str, source: str) -> bool:
-    """Whether `source` lies within the scope `covered` (see `scope`)."""
-    if covered == "":
-        return not source.startswith("/")
+    """Whether the recorded file `source` lies within the scope `covered` (`file_scope`)."""
     if covered.endswith("/"):
         return source.startswith(covered)
     return source == covered
 
 
 def file_scope(path: Path) -> str:
-    """What an ingest of `path` covers among the files passages record (see `covers`): a
-    file's absolute path, or a folder's and `/`.  Unlike a source name, the same whatever
-    the root or the current folder."""
+    """What an ingest of `path` covers among the files passages and cards record (see
+    `covers`): a file's absolute path, or a folder's and `/`.  Unlike a source name, the
+    same whatever the root or the current folder."""
     file = recorded_file(path)
     return file.rstrip("/") + "/" if path.is_dir() else file
 
@@ -170,14 +157,14 @@ def check_ids_free(planned: Mapping[str, str], stored: Mapping[str, str]) -> Non
     is replaced."""
     for passage_id, file in planned.items():
         other = stored.get(passage_id)
-        if other and other != file and os.path.isfile(other) and not _same_file(other, file):
+        if other and other != file and os.path.isfile(other) and not same_file(other, file):
             raise InvalidInputError(
                 f"{file} would overwrite passage {passage_id} of {other}; ingest one of them "
                 "with another --root so that their ids differ"
             )
 
 
-def _same_file(one: str, other: str) -> bool:
+def same_file(one: str, other: str) -> bool:
     """Whether two paths reach one file (through a symbolic link, say); False when either
     cannot be reached."""
     try:

@@ -11,6 +11,7 @@ import pytest
 
 from graphstore import GraphStore, Link
 from graphstore.card_store import aget_card, aingest_with_cards, anearest_cards, astored_cards
+from graphstore.cards import Card, card_mentions, card_node
 from graphstore.errors import InvalidInputError
 from graphstore.testing.embeddings import KeyedEmbeddings
 
@@ -215,3 +216,132 @@ def test_show_finds_a_card_by_its_name_as_written(tmp_path, capsys):
     assert shown.startswith("id: card:hero smith\nmetadata: {")
     metadata = json.loads(shown.splitlines()[1].removeprefix("metadata: "))
     assert metadata["source"] == "cards/hero.md"
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+async def test_ingesting_a_card_folder_keeps_the_cards_of_another_folder(
+    backend, tmp_path, monkeypatch
+):
+    """`cd cards2 && graphstore ingest --cards .` used to remove `card:孙悟空` of cards/: the
+    current folder's scope covered every relative card source, whichever folder it named."""
+    write(tmp_path / "cards" / "wukong.yaml", "name: 孙悟空\n")
+    write(tmp_path / "cards2" / "bajie.yaml", "name: 猪八戒\n")
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    monkeypatch.chdir(tmp_path)
+    await aingest_with_cards(store, [], Path("cards"), linkers=[])
+    monkeypatch.chdir(tmp_path / "cards2")
+    report = await aingest_with_cards(store, [], Path("."), linkers=[])
+    assert (report.cards, report.removed) == (1, 0)
+    assert sorted(await store.anode_ids()) == ["card:孙悟空", "card:猪八戒"]
+    monkey = await aget_card(store, "card:孙悟空")
+    assert monkey.source == "cards/wukong.yaml"
+    assert monkey.file == str(tmp_path / "cards" / "wukong.yaml")
+    [node] = await store.aget(["card:猪八戒"])
+    assert node.metadata["file"] == str(tmp_path / "cards2" / "bajie.yaml")
+
+
+async def test_a_card_folder_ingested_from_inside_and_from_outside_is_one_folder(
+    backend, tmp_path, monkeypatch
+):
+    """`cd cards && ingest --cards .` then `ingest --cards cards` used to be refused: the card
+    was "already stored from wukong.yaml", a name relative to another root."""
+    cards = tmp_path / "cards"
+    write(cards / "wukong.yaml", "name: 孙悟空\n")
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    monkeypatch.chdir(cards)
+    await aingest_with_cards(store, [], Path("."), linkers=[])
+    monkeypatch.chdir(tmp_path)
+    report = await aingest_with_cards(store, [], Path("cards"), linkers=[])
+    assert (report.cards, report.removed) == (1, 0)
+    assert (await aget_card(store, "card:孙悟空")).source == "cards/wukong.yaml"
+
+
+async def test_cards_without_a_recorded_file_are_never_removed_as_stale(backend, tmp_path):
+    """A card stored by a version that recorded no file, or by an agent, used to be removed
+    by a card folder ingest whose relative scope its source happened to fall in.  The older
+    card is replaced only from its own source name: its file cannot be told."""
+    cards = tmp_path / "cards"
+    write(cards / "wukong.yaml", "name: 孙悟空\n")
+    older, agents = Card("猪八戒", source="cards/bajie.yaml"), Card("白骨精")
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    await store.aadd_nodes([card_node(c, card_mentions([c])) for c in (older, agents)])
+    report = await ingest(store, tmp_path, [], cards)
+    assert (report.cards, report.removed) == (1, 0)
+    assert sorted(await store.anode_ids()) == ["card:孙悟空", "card:猪八戒", "card:白骨精"]
+    before = await snapshot(store)
+    write(cards / "pig.yaml", "name: 猪八戒\nkind: impostor\n")
+    with pytest.raises(InvalidInputError) as error:
+        await ingest(store, tmp_path, [], cards)
+    assert str(error.value) == (
+        "cards/pig.yaml: a card named '猪八戒' is already stored from cards/bajie.yaml; "
+        "rename one of them"
+    )
+    assert await snapshot(store) == before
+    (cards / "pig.yaml").rename(cards / "bajie.yaml")
+    assert (await ingest(store, tmp_path, [], cards)).removed == 0
+    pig = await aget_card(store, "card:猪八戒")
+    assert (pig.kind, pig.file) == ("impostor", str(cards / "bajie.yaml"))
+
+
+async def test_a_card_of_another_existing_file_is_refused_until_that_file_is_gone(
+    backend, tmp_path
+):
+    """`p1/cards/wukong.yaml` and `p2/cards/wukong.yaml`, each ingested with its project as
+    root, have the same source name: the second used to replace the first in silence."""
+    p1, p2 = tmp_path / "p1", tmp_path / "p2"
+    first = write(p1 / "cards" / "wukong.yaml", "name: 孙悟空\n")
+    write(p2 / "cards" / "wukong.yaml", "name: 孙悟空\nkind: impostor\n")
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    await aingest_with_cards(store, [], p1 / "cards", linkers=[], root=p1)
+    before = await snapshot(store)
+    with pytest.raises(InvalidInputError) as error:
+        await aingest_with_cards(store, [], p2 / "cards", linkers=[], root=p2)
+    assert str(error.value) == (
+        f"cards/wukong.yaml: a card named '孙悟空' is already stored from cards/wukong.yaml "
+        f"({first}); rename one of them"
+    )
+    assert await snapshot(store) == before
+    p1.rename(tmp_path / "moved")  # the recorded file is gone: replacing is right
+    report = await aingest_with_cards(store, [], p2 / "cards", linkers=[], root=p2)
+    assert report.removed == 0
+    monkey = await aget_card(store, "card:孙悟空")
+    assert (monkey.kind, monkey.file) == ("impostor", str(p2 / "cards" / "wukong.yaml"))
+
+
+async def test_stale_cards_are_found_by_their_file_whatever_the_root(
+    backend, tmp_path, monkeypatch
+):
+    """Cards of a deleted file and those a file read no longer declares (a list that
+    shrank, a file now `[]`) are removed; a card moved to another file of the folder
+    replaces its old self though the old file is still there, declaring another card."""
+    cards = tmp_path / "cards"
+    write(cards / "monks.yaml", "- name: 唐僧\n- name: 沙僧\n")
+    write(cards / "a.md", "---\nname: 孙悟空\n---\n")
+    write(cards / "gone.yaml", "name: 白骨精\n")
+    write(cards / "empty.yaml", "name: 花果山\n")
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    await ingest(store, tmp_path, [], cards)
+    assert len(await store.anode_ids()) == 5
+    write(cards / "monks.yaml", "- name: 唐僧\n")
+    write(cards / "a.md", "---\nname: 猪八戒\n---\n")
+    write(cards / "b.md", "---\nname: 孙悟空\n---\n")
+    (cards / "gone.yaml").unlink()
+    write(cards / "empty.yaml", "[]\n")
+    monkeypatch.chdir(cards)
+    report = await aingest_with_cards(store, [], Path("."), linkers=[])
+    assert (report.cards, report.removed) == (3, 3)  # 沙僧, 白骨精, 花果山
+    stored = {card.name: card for card in await astored_cards(store)}
+    assert {name: card.source for name, card in stored.items()} == {
+        "唐僧": "monks.yaml",
+        "孙悟空": "b.md",
+        "猪八戒": "a.md",
+    }
+    assert stored["孙悟空"].file == str(cards / "b.md")
+    before = await snapshot(store)
+    assert (await aingest_with_cards(store, [], Path("."), linkers=[])).removed == 0
+    assert await snapshot(store) == before
