@@ -321,9 +321,8 @@ async def test_no_path_runs_through_a_filtered_out_passage(backend: Storage, sea
     assert {hit.node.id for hit in unfiltered} == {"start", "middle", "end"}
     filtered = await run(VECTORS[0], filter=AS_OF_27, **options)
     assert [(hit.node.id, hit.depth) for hit in filtered][:1] == [("start", 0)]
-    # traversal_search pads its result with the next-nearest passages (depth 0, no path)
-    padded = ["end"] if search == "traversal_search" else []
-    assert [hit.node.id for hit in filtered if hit.depth == 0][1:] == padded
+    # Every search fills k with the next-nearest passages that pass (depth 0, no path)
+    assert [hit.node.id for hit in filtered if hit.depth == 0][1:] == ["end"]
     assert [hit.node.id for hit in filtered if hit.depth > 0] == []
     await store.aadd_nodes(chain(27), vectors=VECTORS)  # now the middle passes: end is reached
     assert {hit.node.id for hit in await run(VECTORS[0], filter=AS_OF_27, **options)} == {
