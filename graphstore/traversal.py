@@ -290,8 +290,8 @@ class _Search:
         )
 
     async def _add_roots(self, count: int) -> bool:
-        """Add the nearest of the `count` passages nearest the query not reached yet as
-        roots; false when there is none.  Called again when the candidates run out before
+        """Add as roots those of the `count` passages nearest the query not reached yet;
+        false when there is none.  Called again when the candidates run out before
         `k` are selected (fewer roots than k, a sparse graph), so that a search returns k
         passages whenever the store holds k that pass the filter."""
         self.stats.vector_searches += 1
