@@ -83,6 +83,9 @@ class CardFolder(NamedTuple):
 
     cards: list[Card]
     skipped: list[str]
+    files: list[str]
+    """The recorded path (`recorded_file`) of every card file read, those declaring no card
+    (`[]`) too: a card ingest removes the cards such a file no longer declares."""
 
 
 def card_files(folder: Path) -> FolderFiles:
@@ -102,6 +105,7 @@ def read_cards(folder: Path, source_name: Callable[[Path], str]) -> CardFolder:
     absolute path."""
     found = card_files(folder)
     cards: list[Card] = []
+    files: list[str] = []
     for path in found.files:
         source = source_name(path)
         text = read_text(path)
@@ -110,5 +114,7 @@ def read_cards(folder: Path, source_name: Callable[[Path], str]) -> CardFolder:
         else:
             declared = parse_yaml_cards(text, source)
         file = recorded_file(path)
+        files.append(file)
         cards.extend(replace(card, file=file) for card in declared)
-    return CardFolder(check_names(cards), [source_name(path) for path in found.skipped])
+    skipped = [source_name(path) for path in found.skipped]
+    return CardFolder(check_names(cards), skipped, files)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from extractors.mentions import MentionLinkExtractor
-from graphstore.card_files import CardFolder, card_files, read_cards
+from graphstore.card_files import CardFolder, read_cards
 from graphstore.cards import CARD, Card, card_from_node, card_mentions, card_node, check_names
 from graphstore.errors import InvalidInputError
 from graphstore.ingest import (
@@ -33,7 +33,6 @@ from graphstore.ingest import (
     stale,
     text_linker,
 )
-from graphstore.splitting import recorded_file
 from graphstore.store import GraphStore, Query
 from graphstore.strategy import MAX_K
 
@@ -153,18 +152,13 @@ async def aingest_with_cards(
     if not paths and cards_folder is None:
         raise InvalidInputError("give files or folders to ingest, or a folder of cards")
     base = ingest_root(root)
+    folder = CardFolder([], [], [])
     scopes: list[str] = []
-    read: list[str] = []
-    folder = CardFolder([], [])
     if cards_folder:
-        # The files read, listed before they are: a file that declares no card (`[]`) is
-        # read too, and one created in between is read without counting as read, so the
-        # cards stored from it before are kept, not taken for stale.
-        read = [recorded_file(path) for path in card_files(cards_folder).files]
         folder = read_cards(cards_folder, lambda path: source_name(path, base))
         scopes = [file_scope(cards_folder)]
     cards = folder.cards
-    plan = await aplan_cards(store, cards, scopes, read)
+    plan = await aplan_cards(store, cards, scopes, folder.files)
     mentions = plan.mentions()
     linked = [*linkers, text_linker(mentions)] if mentions is not None else list(linkers)
     report = IngestReport(files=0, passages=0)

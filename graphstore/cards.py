@@ -24,9 +24,9 @@ from extractors.mentions import MentionLinkExtractor
 from extractors.normalize import is_cjk, normalize_tag
 from graphstore.chapters import check_chapter
 from graphstore.errors import InvalidInputError
-from graphstore.ingest import FILE
 from graphstore.links import TagKey
 from graphstore.nodes import Node
+from graphstore.splitting import FILE
 
 CARD = "card"
 """The metadata `kind` of a card passage, and the link kind of its tag."""

@@ -32,6 +32,7 @@ from graphstore.errors import InvalidInputError, StorageError
 from graphstore.links import Link, bounded
 from graphstore.nodes import Node
 from graphstore.splitting import (
+    FILE,
     MAX_CHARS,
     SUFFIXES,
     Passage,
@@ -49,8 +50,6 @@ PassageLinker = Callable[[Sequence[Passage]], list[set[Link]]]
 
 BATCH_SIZE = 256
 """Passages linked, embedded and written together: the unit of an ingest's memory."""
-FILE = "file"
-"""The metadata key of the absolute path of a passage's file (`Passage.file`)."""
 READ_CHUNK = 500
 """Stored passages read at a time when an ingest looks up their files."""
 

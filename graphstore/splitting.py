@@ -426,6 +426,10 @@ def path_text(path: str) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
+FILE = "file"
+"""The metadata key of the absolute path of a passage's or a card's file (`recorded_file`)."""
+
+
 def recorded_file(path: Path) -> str:
     """The absolute path of a file as its passages record it (`Passage.file`)."""
     return path_text(os.path.abspath(path))
