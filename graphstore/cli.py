@@ -34,11 +34,11 @@ from graphstore.location import (
     close_unused,
     new_store_file,
     open_storage,
-    redact,
     store_location,
 )
 from graphstore.nodes import Hit, hit_json
 from graphstore.prompt import CARD_SHARE, DEFAULT_TEMPLATE, PROMPT_K, awriter_context
+from graphstore.redaction import redact
 from graphstore.splitting import MAX_CHARS, check_max_chars, read_text
 from graphstore.store import GraphStore
 from graphstore.strategy import DEFAULT, ROOTS

@@ -4,8 +4,7 @@
 - `memory:`: the embedded store in memory, gone when the process ends;
 - `cassandra://[user[:password]@]host[:port][,host…]/keyspace[?table=prefix]`: Cassandra.
 
-A backend is imported only when a store is opened: `graphstore.sqlite_file` imports `redact`
-from here, so this module imports neither backend at its top.
+Locations are printed through `graphstore.redaction.redact`.
 """
 
 from __future__ import annotations
@@ -15,16 +14,14 @@ import re
 from contextlib import suppress
 from pathlib import Path
 
+from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import StoreOpenError
+from graphstore.redaction import URL_SCHEME, redact
 from graphstore.storage import Storage
 
 DEFAULT_STORE = "graphstore.db"
 STORE_ENV = "GRAPHSTORE_STORE"
 CASSANDRA_SCHEME = "cassandra://"
-URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/*")
-"""What starts a URL (`scheme:`, slashes optional): a location starting so is never taken
-for a file path, so a mistyped URL (`Cassandra:/user:pw@host/ks`) is refused, not created
-as a file whose name holds the password (a file named so is reached as `./name`)."""
 MISTYPED_CASSANDRA = re.compile(r"cassandra(?::/*|//+)", re.IGNORECASE)
 """`cassandra:/…`, `cassandra:…` or `cassandra//…`: a `cassandra://` URL mistyped."""
 
@@ -43,25 +40,6 @@ def store_location(explicit: str | None = None) -> str:
 def is_cassandra(location: str) -> bool:
     """Whether `location` is a `cassandra://` URL (the scheme in any case, as URLs allow)."""
     return location[: len(CASSANDRA_SCHEME)].lower() == CASSANDRA_SCHEME
-
-
-def redact(location: str) -> str:
-    """`location` fit to print: from the first `:` after the scheme and its slashes (from the
-    first `:` when there are none) to the last `@`, replaced by `***`.
-
-    Every message that shows a store location, or a part of one, shows this, never the
-    location itself.  A scheme is not required: a mistyped URL (`cassandra//app:pw@db1/ks`) is
-    a file path, and the messages about files show it too.  Nor are URL rules followed: a
-    password with an unescaped "/", "?" or "@" is hidden whole, and so is anything between a
-    `:` and an `@` of a file path (over-redacting is the safe mistake).
-    """
-    scheme = URL_SCHEME.match(location)
-    start = scheme.end() if scheme is not None and scheme.group().endswith("/") else 0
-    userinfo, at, hosts = location.rpartition("@")
-    colon = userinfo.find(":", start)
-    if not at or colon < 0:
-        return location
-    return f"{userinfo[:colon]}:***@{hosts}"
 
 
 def _meant_url(location: str) -> str | None:
@@ -89,8 +67,6 @@ async def close_unused(storage: Storage, new_file: Path | None) -> None:
     The command's own error is the one the user sees: a clean-up step that fails (the
     store cannot be counted, the node is down) is skipped, a file that cannot be counted
     is kept, and the store is closed whatever happened before."""
-    from graphstore.embedded import EmbeddedStorage
-
     empty = False
     try:
         with suppress(Exception):
@@ -112,8 +88,6 @@ async def close_unused(storage: Storage, new_file: Path | None) -> None:
 def open_storage(location: str, *, create: bool = True) -> Storage:
     """Open the backend named by `location`; a missing file, keyspace or table is created
     only if `create`."""
-    from graphstore.embedded import EmbeddedStorage
-
     if location == "memory:":
         return EmbeddedStorage(":memory:")
     if is_cassandra(location):

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from graphstore.errors import StoreOpenError
-from graphstore.location import redact
+from graphstore.redaction import redact
 
 FORMAT = "graphstore-embedded"
 FORMAT_VERSION = 2

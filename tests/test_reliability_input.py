@@ -27,8 +27,9 @@ from graphstore.embedded import EmbeddedStorage
 from graphstore.embeddings import minilm_dir
 from graphstore.filter_expressions import filter_of
 from graphstore.links import MAX_TAG_LENGTH
-from graphstore.location import open_storage, redact
+from graphstore.location import open_storage
 from graphstore.metadata import MAX_DEPTH
+from graphstore.redaction import redact
 from graphstore.splitting import split_text
 from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings
