@@ -24,10 +24,10 @@ from graphstore.errors import InvalidInputError
 from graphstore.ingest import (
     IngestReport,
     PassageLinker,
-    covers,
     file_scope,
     ingest,
     ingest_root,
+    recorded_within,
     same_file,
     source_name,
     stale,
@@ -117,7 +117,7 @@ async def aplan_cards(
                 f"{card.source}: a card named {card.name!r} is already stored from "
                 f"{other.source}{where}; rename one of them"
             )
-    within = {c.id: c.file for c in every if c.file and any(covers(s, c.file) for s in scopes)}
+    within = recorded_within({card.id: card.file for card in every if card.file}, scopes)
     gone = stale(within, new, set(read))
     kept = [card for card in every if card.id not in new and card.id not in gone]
     return CardPlan(list(cards), check_names([*kept, *cards]), gone)

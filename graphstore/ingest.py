@@ -106,11 +106,20 @@ def discover(paths: Iterable[Path], root: Path | None = None) -> Discovered:
     return Discovered(list(found.values()), sorted(set(skipped)))
 
 
-def covers(covered: str, source: str) -> bool:
-    """Whether the recorded file `source` lies within the scope `covered` (`file_scope`)."""
+def covers(covered: str, file: str) -> bool:
+    """Whether the recorded file `file` lies within the scope `covered` (`file_scope`)."""
     if covered.endswith("/"):
-        return source.startswith(covered)
-    return source == covered
+        return file.startswith(covered)
+    return file == covered
+
+
+def recorded_within(recorded: Mapping[str, str], scopes: Sequence[str]) -> dict[str, str]:
+    """The entries of `recorded` (id -> recorded file) whose file lies within `scopes`."""
+    return {
+        node_id: file
+        for node_id, file in recorded.items()
+        if any(covers(covered, file) for covered in scopes)
+    }
 
 
 def file_scope(path: Path) -> str:
@@ -321,12 +330,7 @@ async def ingest(
             for links in merged_links(batch, linkers)
         ]
         filtered = tag_filter.fit_apply(every)
-    scopes = [file_scope(path) for path in paths]
-    before = {
-        passage_id: file
-        for passage_id, file in stored.items()
-        if any(covers(covered, file) for covered in scopes)
-    }
+    before = recorded_within(stored, [file_scope(path) for path in paths])
     total = 0
     written: set[str] = set()
     for batch in batches(read_all(files, max_chars), batch_size):
