@@ -14,6 +14,14 @@ from graphstore.errors import InvalidInputError
 from graphstore.links import Link, TagKey
 
 
+def check_share(name: str, share: float) -> float:
+    """`share`, a share of passages above 0 and at most 1, or a one-line error naming it as
+    the caller knows it (`max_df`, the CLI's `--max-tag-df`)."""
+    if not 0.0 < share <= 1.0:
+        raise InvalidInputError(f"{name} must be above 0 and at most 1, not {share}")
+    return share
+
+
 class TagFrequencyFilter:
     """Count each `(kind, tag)`'s passages with `fit`, then `apply` the limits.
 
@@ -28,8 +36,8 @@ class TagFrequencyFilter:
         *,
         kinds: Collection[str] | None = None,
     ) -> None:
-        if max_df is not None and not 0.0 < max_df <= 1.0:
-            raise InvalidInputError(f"max_df must be in (0, 1], not {max_df}")
+        if max_df is not None:
+            check_share("max_df", max_df)
         if max_count is not None and max_count < 1:
             raise InvalidInputError(f"max_count must be at least 1, not {max_count}")
         self.max_df = max_df

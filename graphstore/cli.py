@@ -20,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from extractors.frequency import TagFrequencyFilter
+from extractors.frequency import TagFrequencyFilter, check_share
 from graphstore.card_store import aingest_with_cards
 from graphstore.cards import CARD, card_id
 from graphstore.chapters import as_of_filter
@@ -495,9 +495,7 @@ def _tag_filter(max_tag_df: float | None) -> TagFrequencyFilter | None:
     """The `--max-tag-df` filter, with a range error that names the option."""
     if max_tag_df is None:
         return None
-    if not 0.0 < max_tag_df <= 1.0:
-        raise InvalidInputError(f"--max-tag-df must be above 0 and at most 1, not {max_tag_df}")
-    return TagFrequencyFilter(max_tag_df)
+    return TagFrequencyFilter(check_share("--max-tag-df", max_tag_df))
 
 
 def _skipped(names: Sequence[str]) -> str:
