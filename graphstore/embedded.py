@@ -44,7 +44,14 @@ from graphstore.filters import EVERYTHING, Condition, FilterValues
 from graphstore.links import TagKey, encode_links, incoming_tags, outgoing_tags
 from graphstore.nodes import Node, StoredNode, TagHit, Vector
 from graphstore.sqlite_file import cause, open_file
-from graphstore.storage import ScoredNode, Storage, StoreStats, corrupt_row, decode_node
+from graphstore.storage import (
+    ScoredNode,
+    Storage,
+    StoreStats,
+    corrupt_row,
+    decode_node,
+    values_by_id,
+)
 
 READ_CHUNK = 500
 """Ids per `IN (…)` query, below SQLite's bound-parameter limit."""
@@ -661,6 +668,10 @@ class EmbeddedStorage(Storage):
     async def node_ids(self) -> list[str]:
         with self._lock:
             return [row[0] for row in self._db.execute("SELECT id FROM nodes")]
+
+    async def metadata_values(self, key: str) -> dict[str, object]:
+        with self._lock, self._failures("reading"), self._transaction():
+            return values_by_id(self._db.execute("SELECT id, metadata FROM nodes"), key)
 
     async def check(self) -> list[str]:
         with self._lock, self._failures("checking"), self._transaction():

@@ -28,7 +28,7 @@ from extractors.base import LinkExtractor
 from extractors.frequency import TagFrequencyFilter
 from extractors.hierarchy import HierarchyLinkExtractor
 from extractors.html_links import HtmlInput, HtmlLinkExtractor
-from graphstore.errors import InvalidInputError, StorageError
+from graphstore.errors import InvalidInputError
 from graphstore.links import Link, bounded
 from graphstore.nodes import Node
 from graphstore.splitting import (
@@ -42,7 +42,6 @@ from graphstore.splitting import (
     scan_folder,
     split_file,
 )
-from graphstore.storage import CORRUPT_ROW
 from graphstore.store import GraphStore, check_node
 
 PassageLinker = Callable[[Sequence[Passage]], list[set[Link]]]
@@ -50,8 +49,6 @@ PassageLinker = Callable[[Sequence[Passage]], list[set[Link]]]
 
 BATCH_SIZE = 256
 """Passages linked, embedded and written together: the unit of an ingest's memory."""
-READ_CHUNK = 500
-"""Stored passages read at a time when an ingest looks up their files."""
 
 
 def source_name(path: Path, root: Path) -> str:
@@ -130,32 +127,15 @@ def file_scope(path: Path) -> str:
     return file.rstrip("/") + "/" if path.is_dir() else file
 
 
-async def _readable(store: GraphStore, ids: Sequence[str]) -> list[Node]:
-    """The stored passages with these ids, less rows changed outside graphstore that cannot
-    be read: they record no file to trust, and writing their file again repairs them."""
-    try:
-        return await store.aget(ids)
-    except StorageError as error:
-        if CORRUPT_ROW not in str(error):
-            raise
-        if len(ids) == 1:
-            return []
-    return [node for node_id in ids for node in await _readable(store, [node_id])]
-
-
 async def stored_files(store: GraphStore) -> dict[str, str]:
-    """The recorded file of every stored passage that has one, by id (a read of every
-    passage's row, `READ_CHUNK` at a time)."""
-    ids = sorted(
-        node_id for node_id in await store.anode_ids() if passage_source(node_id) is not None
-    )
-    files: dict[str, str] = {}
-    for start in range(0, len(ids), READ_CHUNK):
-        for node in await _readable(store, ids[start : start + READ_CHUNK]):
-            file = node.metadata.get(FILE)
-            if isinstance(file, str) and file:
-                files[node.id] = file
-    return files
+    """The recorded file of every stored passage that has one, by id (one scan of the
+    stored metadata; a row changed outside graphstore records no file to trust)."""
+    recorded = await store.ametadata_values(FILE)
+    return {
+        node_id: file
+        for node_id, file in recorded.items()
+        if isinstance(file, str) and file and passage_source(node_id) is not None
+    }
 
 
 def check_ids_free(planned: Mapping[str, str], stored: Mapping[str, str]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from graphstore.errors import StorageError
@@ -38,6 +38,21 @@ def decode_node(node_id: str, text: str, metadata: str, links: str) -> Node:
         return Node(node_id, text, decoded, decode_links(links))
     except (ValueError, TypeError) as error:
         raise StorageError(corrupt_row(node_id, error)) from None
+
+
+def values_by_id(rows: Iterable[tuple[str, str]], key: str) -> dict[str, object]:
+    """The value of metadata `key` by node id, from (id, metadata JSON) rows, for the nodes
+    whose metadata holds it.  A row changed outside graphstore that cannot be decoded holds
+    none: `check` reports it, and a scan for bookkeeping must not stop at it."""
+    found: dict[str, object] = {}
+    for node_id, metadata in rows:
+        try:
+            decoded = json.loads(metadata)
+        except (ValueError, TypeError):
+            continue
+        if isinstance(decoded, dict) and key in decoded:
+            found[node_id] = decoded[key]
+    return found
 
 
 @dataclass(frozen=True)
@@ -172,6 +187,12 @@ class Storage(ABC):
     @abstractmethod
     async def node_ids(self) -> list[str]:
         """Every node id: a full scan, for maintenance (an ingest removing stale passages)."""
+
+    @abstractmethod
+    async def metadata_values(self, key: str) -> dict[str, object]:
+        """The value of metadata `key` of every node that has one, by id: a full scan of the
+        metadata alone (`storage.values_by_id`), for maintenance (an ingest finding the
+        files its passages were read from) without reading texts and embeddings."""
 
     @abstractmethod
     async def check(self) -> list[str]:

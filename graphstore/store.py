@@ -201,6 +201,11 @@ class GraphStore:
         """Every node id (a full scan: for maintenance, not queries)."""
         return await self.storage.node_ids()
 
+    async def ametadata_values(self, key: str) -> dict[str, object]:
+        """The value of metadata `key` of every node that has one, by id (a full scan of the
+        metadata alone: for maintenance, not queries)."""
+        return await self.storage.metadata_values(key)
+
     async def aget(self, ids: Sequence[str]) -> list[Node]:
         """The nodes with these ids, in the order asked, skipping unknown ids."""
         return [stored.node for stored in await self.storage.get(self._ids(ids))]

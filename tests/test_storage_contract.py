@@ -45,6 +45,20 @@ async def test_get_keeps_requested_order_and_skips_unknown_ids(backend: Storage)
     assert await backend.get([]) == []
 
 
+async def test_metadata_values_scan_one_key_of_every_node(backend: Storage):
+    assert await backend.metadata_values("file") == {}
+    await backend.upsert(
+        [
+            stored("a", [1, 0, 0], metadata={"file": "/x/a.md", "n": 1}),
+            stored("b", [0, 1, 0], metadata={"file": ["/x/b.md"]}),
+            stored("c", [0, 0, 1], metadata={"n": 2}),
+        ]
+    )
+    await backend.delete(["b"])
+    assert await backend.metadata_values("file") == {"a": "/x/a.md"}
+    assert await backend.metadata_values("n") == {"a": 1, "c": 2}
+
+
 async def test_search_tag_finds_incoming_and_bidir_links_only(backend: Storage):
     await backend.upsert(
         [

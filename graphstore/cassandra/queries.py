@@ -84,6 +84,7 @@ INSERT_MODEL = "INSERT INTO {meta} (name, value) VALUES ('model', ?) IF NOT EXIS
 
 SCAN_NODES = "SELECT node_id, links, outgoing, filter_terms, tag_buckets, metadata FROM {nodes}"
 SCAN_NODE_IDS = "SELECT node_id FROM {nodes}"
+SCAN_METADATA = "SELECT node_id, metadata FROM {nodes}"
 SCAN_TAGS = "SELECT kind, tag, buckets, node_id, outgoing, filter_terms FROM {tags}"
 SCAN_HOT = "SELECT kind, tag, bucket, node_id, outgoing, filter_terms FROM {hot}"
 SCAN_TAG_KEYS = "SELECT kind, tag, node_id FROM {tags}"

@@ -47,6 +47,7 @@ from graphstore.cassandra.queries import (
     INSERT_MODEL,
     SCAN_HITS,
     SCAN_HOT_BUCKET,
+    SCAN_METADATA,
     SCAN_NODE_IDS,
     SCAN_SEARCH,
     SEARCH_HITS,
@@ -81,7 +82,7 @@ from graphstore.errors import InvalidInputError, StorageError, StoreOpenError, o
 from graphstore.filters import EVERYTHING, Condition, FilterValues, holds, matches
 from graphstore.links import TagKey
 from graphstore.nodes import StoredNode, TagHit, Vector
-from graphstore.storage import ScoredNode, Storage, StoreStats
+from graphstore.storage import ScoredNode, Storage, StoreStats, values_by_id
 
 
 class CassandraStorage(Storage):
@@ -543,6 +544,11 @@ class CassandraStorage(Storage):
         if self._dimension is None:
             return []
         return [row[0] for row in await self._requests.run(SCAN_NODE_IDS, ())]
+
+    async def metadata_values(self, key: str) -> dict[str, object]:
+        if self._dimension is None:
+            return {}
+        return values_by_id(await self._requests.run(SCAN_METADATA, ()), key)
 
     async def check(self) -> list[str]:
         """Scan every table and compare (`check.scanned_problems`)."""
