@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from extractors.base import LinkExtractor
 from extractors.hierarchy import HierarchyLinkExtractor
 from extractors.html_links import HtmlInput, HtmlLinkExtractor
+from extractors.markdown_links import MarkdownInput, MarkdownLinkExtractor
 
 if TYPE_CHECKING:
     from extractors.chinese import JiebaEntityLinkExtractor
@@ -40,6 +41,8 @@ __all__ = [
     "JiebaEntityLinkExtractor",
     "KeybertLinkExtractor",
     "LinkExtractor",
+    "MarkdownInput",
+    "MarkdownLinkExtractor",
     "MentionLinkExtractor",
     "TagFrequencyFilter",
     "normalize_tag",

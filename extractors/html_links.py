@@ -8,8 +8,9 @@ pages `f g.html` and `中.html`, whose in-tags upstream never meet.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import unquote, urldefrag, urljoin, urlparse, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urldefrag, urljoin, urlparse, urlsplit, urlunsplit
 
 from bs4 import BeautifulSoup
 
@@ -37,11 +38,31 @@ def page_tag(url: str, drop_fragments: bool = True) -> str:
     return urlunsplit(parts._replace(path=unquote(parts.path, errors="backslashreplace")))
 
 
+def page_url(source: str) -> str:
+    """The URL of an ingested file's page from its source name: percent-encoded, so that
+    a `#` or `?` in a file name is part of the path, not a fragment or a query."""
+    return quote(source, safe="/")
+
+
 def resolve_href(href: str, page_url: str, drop_fragments: bool = True) -> str | None:
     """The tag of the page `href` points at from `page_url`, or None for non-web schemes."""
     if urlparse(href).scheme not in WEB_SCHEMES:
         return None
     return page_tag(urljoin(page_url, href), drop_fragments)
+
+
+def page_links(
+    kind: str, base_url: str, hrefs: Iterable[str], drop_fragments: bool = True
+) -> set[Link]:
+    """An `in` link for the page at `base_url` and an `out` link to every other web page
+    one of `hrefs` points at from it: the tags of any passage of that page."""
+    page = page_tag(base_url, drop_fragments)
+    links = {Link.incoming(kind, page)}
+    for href in hrefs:
+        url = resolve_href(href, base_url, drop_fragments)
+        if url and url != page:
+            links.add(Link.outgoing(kind, url))
+    return links
 
 
 class HtmlLinkExtractor(LinkExtractor[HtmlInput]):
@@ -56,10 +77,5 @@ class HtmlLinkExtractor(LinkExtractor[HtmlInput]):
         soup = input.content
         if isinstance(soup, str):
             soup = BeautifulSoup(soup, "html.parser")
-        page = page_tag(input.base_url, self.drop_fragments)
-        links = {Link.incoming(self.kind, page)}
-        for anchor in soup.find_all("a", href=True):
-            url = resolve_href(str(anchor["href"]), input.base_url, self.drop_fragments)
-            if url and url != page:
-                links.add(Link.outgoing(self.kind, url))
-        return links
+        hrefs = [str(anchor["href"]) for anchor in soup.find_all("a", href=True)]
+        return page_links(self.kind, input.base_url, hrefs, self.drop_fragments)

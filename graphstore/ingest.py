@@ -27,7 +27,8 @@ from typing import NamedTuple
 from extractors.base import LinkExtractor
 from extractors.frequency import TagFrequencyFilter
 from extractors.hierarchy import HierarchyLinkExtractor
-from extractors.html_links import HtmlInput, HtmlLinkExtractor
+from extractors.html_links import HtmlInput, HtmlLinkExtractor, page_links, page_url
+from extractors.markdown_links import MarkdownInput, MarkdownLinkExtractor
 from graphstore.errors import InvalidInputError
 from graphstore.links import Link, bounded
 from graphstore.nodes import Node
@@ -36,6 +37,7 @@ from graphstore.splitting import (
     MAX_CHARS,
     SUFFIXES,
     Passage,
+    file_format,
     passage_source,
     path_text,
     recorded_file,
@@ -184,17 +186,24 @@ def hierarchy_linker(extractor: HierarchyLinkExtractor | None = None) -> Passage
     return link
 
 
-def hyperlink_linker(extractor: HtmlLinkExtractor | None = None) -> PassageLinker:
-    """Hyperlinks of HTML passages; the page URL is the file's source name."""
-    chosen = extractor or HtmlLinkExtractor()
+def hyperlink_linker(
+    html: HtmlLinkExtractor | None = None, markdown: MarkdownLinkExtractor | None = None
+) -> PassageLinker:
+    """Hyperlinks between ingested files, whose page URL is the source name: the links an
+    HTML or Markdown passage cites, and an in-link for every passage's own page, so that a
+    link to a text file reaches it too."""
+    html_links = html or HtmlLinkExtractor()
+    markdown_links = markdown or MarkdownLinkExtractor()
 
-    def link(passages: Sequence[Passage]) -> list[set[Link]]:
-        return [
-            set(chosen.extract_one(HtmlInput(p.html, p.source))) if p.html is not None else set()
-            for p in passages
-        ]
+    def link(passage: Passage) -> set[Link]:
+        url = page_url(passage.source)
+        if passage.html is not None:
+            return html_links.extract_one(HtmlInput(passage.html, url))
+        if file_format(passage.source) == "markdown":
+            return markdown_links.extract_one(MarkdownInput(passage.text, url))
+        return page_links(html_links.kind, url, ())
 
-    return link
+    return lambda passages: [link(passage) for passage in passages]
 
 
 def text_linker(extractor: LinkExtractor[str]) -> PassageLinker:

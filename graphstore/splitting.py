@@ -435,10 +435,15 @@ def recorded_file(path: Path) -> str:
     return path_text(os.path.abspath(path))
 
 
+def file_format(name: str | Path) -> str | None:
+    """`text`, `markdown` or `html` by the name's suffix; None for a file not ingested."""
+    return SUFFIXES.get(Path(name).suffix.lower())
+
+
 def split_file(path: Path, source: str, max_chars: int = MAX_CHARS) -> list[Passage]:
     """The passages of one file, by its suffix, each recording the file's absolute path."""
     check_max_chars(max_chars)
-    kind = SUFFIXES.get(path.suffix.lower())
+    kind = file_format(path)
     if kind is None:
         raise InvalidInputError(f"{path}: unsupported file type {path.suffix or '(none)'}")
     file = recorded_file(path)

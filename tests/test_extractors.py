@@ -9,6 +9,12 @@ import pytest
 from extractors import HierarchyLinkExtractor, HtmlInput, HtmlLinkExtractor
 from extractors.batching import padded_batches
 from extractors.html_links import resolve_href
+from extractors.markdown_links import (
+    MAX_TARGET,
+    MarkdownInput,
+    MarkdownLinkExtractor,
+    markdown_targets,
+)
 from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import InvalidInputError
 from graphstore.ingest import hyperlink_linker, ingest
@@ -133,4 +139,80 @@ async def test_ingested_pages_linked_by_encoded_or_non_ascii_names_are_neighbour
         ("hl/index.html#0", 0, None),
         *((f"{page}#0", 1, ("hyperlink", page)) for page in pages),
     }
+    await store.aclose()
+
+
+def test_markdown_links_inline_reference_and_autolinks_not_images_or_code():
+    text = "\n".join(
+        [
+            "See [the guide](guide.md#setup) and [ref][r], or <https://example.org/x>.",
+            '![a diagram](diagram.png) [a (paren) page](wiki/a_(b).md "title")',
+            "`[not](code.md)` and [spaced](  <other page.md>  )",
+            "```",
+            "[fenced](fenced.md)",
+            "```",
+            "[r]: <refs/r.html>",
+            "[self](page.md) [mail](mailto:a@b.org) [[nested](n.md)]",
+        ]
+    )
+    assert markdown_targets(text) == [
+        "guide.md#setup",
+        "https://example.org/x",
+        "wiki/a_(b).md",
+        "other page.md",
+        "refs/r.html",
+        "page.md",
+        "mailto:a@b.org",
+        "n.md",
+    ]
+    links = MarkdownLinkExtractor().extract_one(MarkdownInput(text, "docs/page.md"))
+    assert links == {
+        Link.incoming("hyperlink", "docs/page.md"),
+        *(
+            Link.outgoing("hyperlink", tag)
+            for tag in [
+                "docs/guide.md",
+                "https://example.org/x",
+                "docs/wiki/a_(b).md",
+                "docs/other page.md",
+                "docs/refs/r.html",
+                "docs/n.md",
+            ]
+        ),
+    }
+
+
+def test_markdown_link_scan_is_linear_on_hostile_lines():
+    """Files are user input: brackets and parentheses without end cost one pass."""
+    hostile = "[" * 50_000 + "](" * 50_000 + "(" * 50_000 + "<a:" * 20_000
+    targets = markdown_targets(hostile)
+    assert targets and all(len(target) <= MAX_TARGET for target in targets)
+
+
+async def test_markdown_html_and_text_files_link_to_each_other_by_name(tmp_path):
+    """Markdown links and links to .md/.txt files used to lead nowhere (only HTML passages
+    had hyperlink tags), and a file name with `#` got the in-tag of a page cut at it."""
+    docs = tmp_path / "docs"
+    (docs / "notes").mkdir(parents=True)
+    (docs / "index.md").write_text(
+        "# Index\n\nRead [the notes](notes/a%23b.md), [the log](log.txt) and "
+        "[the page](page.html#top).\n",
+        encoding="utf-8",
+    )
+    (docs / "notes" / "a#b.md").write_text("Notes that point [back](../index.md).\n")
+    (docs / "log.txt").write_text("A plain log.\n")
+    (docs / "page.html").write_text('<p>A page citing <a href="log.txt">the log</a>.</p>')
+    store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(":memory:"))
+    await ingest(store, [docs], linkers=[hyperlink_linker()], root=tmp_path)
+    [index] = await store.aget(["docs/index.md#0"])
+    pages = {"docs/notes/a#b.md", "docs/log.txt", "docs/page.html"}
+    assert {link.tag for link in index.links if link.is_outgoing} == pages
+    hits = await store.atraversal_search(index.text, k=4, start_k=1, depth=1)
+    assert {(hit.node.id, hit.depth) for hit in hits} == {
+        ("docs/index.md#0", 0),
+        *((f"{page}#0", 1) for page in pages),
+    }
+    [note] = await store.aget(["docs/notes/a#b.md#0"])
+    assert Link.outgoing("hyperlink", "docs/index.md") in note.links
+    assert Link.incoming("hyperlink", "docs/notes/a#b.md") in note.links
     await store.aclose()
