@@ -4,8 +4,8 @@ and an HTML page that cite each other meet.
 
 Found: inline links `[text](target)`, reference definitions `[label]: target` and autolinks
 `<https://…>`; not images (`![alt](src)`), nor anything in a fenced code block or a code
-span.  The scan is linear in the text (passages come from user files): one pass per line,
-and a target is read for at most `MAX_TARGET` characters.
+span.  The scan is linear in the text (passages come from user files): each character is
+read once, and a target for at most `MAX_TARGET` characters.
 """
 
 from __future__ import annotations
@@ -42,13 +42,14 @@ def _outside_code_spans(line: str) -> str:
 
 def _target(line: str, start: int) -> tuple[str, int]:
     """The link target that starts at `start` in `line` (after `](`) and where it ends:
-    `<…>`, or up to a space or the `)` that closes the link (balanced parentheses are part
-    of it)."""
+    `<…>`, or up to a space (a line's end too) or the `)` that closes the link (balanced
+    parentheses are part of it)."""
     while start < len(line) and line[start] in " \t":
         start += 1
     if line.startswith("<", start):
         end = line.find(">", start + 1, start + 1 + MAX_TARGET)
-        return (line[start + 1 : end], end + 1) if end > 0 else ("", start + 1)
+        target = line[start + 1 : end] if end > 0 else "\n"
+        return ("", start + 1) if "\n" in target else (target, end + 1)
     depth = 0
     end = start
     while end < len(line) and end - start < MAX_TARGET:
@@ -60,28 +61,30 @@ def _target(line: str, start: int) -> tuple[str, int]:
     return line[start:end], end
 
 
-def _inline_targets(line: str) -> Iterator[str]:
-    """The targets of the inline links in `line`, not of images: each `]` followed by `(`
-    closes the innermost open `[`, which opens an image when `!` precedes it.  The scan
-    goes on after the target, so no character is read twice."""
+def _inline_targets(prose: str) -> Iterator[str]:
+    """The targets of the inline links in `prose`, not of images: each `]` followed by `(`
+    closes the innermost open `[` (on this line or an earlier one: link text may wrap),
+    which opens an image when `!` precedes it.  The scan goes on after the target, so no
+    character is read twice."""
     opened: list[bool] = []
     index = 0
-    while index < len(line):
-        char = line[index]
+    while index < len(prose):
+        char = prose[index]
         index += 1
         if char == "[":
-            opened.append(line[index - 2 : index - 1] == "!")
-        elif char == "]" and opened and line.startswith("(", index):
-            target, index = _target(line, index + 1)
+            opened.append(prose[index - 2 : index - 1] == "!")
+        elif char == "]" and opened and prose.startswith("(", index):
+            target, index = _target(prose, index + 1)
             if not opened.pop():
                 yield target
         elif char == "]" and opened:
             opened.pop()
 
 
-def markdown_targets(text: str) -> list[str]:
-    """Every link target in a Markdown text, in order (see the module docstring)."""
-    targets: list[str] = []
+def markdown_targets(text: str) -> set[str]:
+    """Every link target in a Markdown text (see the module docstring)."""
+    targets: set[str] = set()
+    prose: list[str] = []
     in_fence = False
     for raw in text.split("\n"):
         if raw.lstrip().startswith(FENCES):
@@ -90,12 +93,13 @@ def markdown_targets(text: str) -> list[str]:
         if in_fence:
             continue
         line = _outside_code_spans(raw)
+        prose.append(line)
         reference = REFERENCE.match(line)
         if reference:
-            targets.append(reference.group(1).removeprefix("<").removesuffix(">"))
-        targets.extend(_inline_targets(line))
-        targets.extend(match.group(1) for match in AUTOLINK.finditer(line))
-    return [target for target in targets if target]
+            targets.add(reference.group(1).removeprefix("<").removesuffix(">"))
+        targets.update(match.group(1) for match in AUTOLINK.finditer(line))
+    targets.update(_inline_targets("\n".join(prose)))
+    return targets - {""}
 
 
 class MarkdownLinkExtractor(LinkExtractor[MarkdownInput]):
