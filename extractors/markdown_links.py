@@ -2,28 +2,37 @@
 page, with the tags `HtmlLinkExtractor` gives (`html_links.page_links`), so a Markdown file
 and an HTML page that cite each other meet.
 
-Found: inline links `[text](target)`, reference definitions `[label]: target` and autolinks
-`<https://…>`; not images (`![alt](src)`), nor anything in a fenced code block or a code
-span.  The scan is linear in the text (passages come from user files): each character is
-read once, and a target for at most `MAX_TARGET` characters.
+Found, as CommonMark reads them: inline links `[text](target)`, reference links
+`[text][label]`, `[label][]` and `[label]` with their definitions `[label]: target`,
+autolinks `<https://…>` and HTML anchors `<a href="…">`.  Not found: images (`![alt](src)`)
+and links in their descriptions, the outer one of nested links, escaped brackets, anything in
+code (fenced blocks, code spans) or in an HTML comment.  Indented code blocks are read as
+text, since a nested list is indented the same way.  The scan is linear in the text
+(passages come from user files): each character is read once, and a target for at most
+`MAX_TARGET` characters.  Reference links reach definitions elsewhere in their file
+through `graphstore.markdown.passage_markups`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from extractors.base import LinkExtractor
 from extractors.html_links import page_links
 from graphstore.links import Link
+from graphstore.markdown import MAX_LABEL, definition, definitions, link_label, prose_lines
 
 MAX_TARGET = 2048
 """The longest link target read, in characters: longer ones are cut there (no page is
 named by one)."""
-FENCES = ("```", "~~~")
-REFERENCE = re.compile(r" {0,3}\[[^\]]{1,999}\]:[ \t]*(\S{1,2048})")
 AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]{0,2048})>")
+ANCHOR = re.compile(
+    r"<a\s[^<>]*?\bhref\s*=\s*(?:\"([^\"<>]*)\"|'([^'<>]*)'|([^\s\"'<>]+))", re.IGNORECASE
+)
+BACKTICKS = re.compile(r"(?<!\\)`+")
+TITLE_OPENERS = "\"'("
 
 
 @dataclass(frozen=True)
@@ -34,71 +43,145 @@ class MarkdownInput:
     base_url: str
 
 
-def _outside_code_spans(line: str) -> str:
-    """`line` with its code spans (between backticks) blanked out."""
-    pieces = line.split("`")
-    return " ".join(piece for index, piece in enumerate(pieces) if index % 2 == 0)
-
-
-def _target(line: str, start: int) -> tuple[str, int]:
-    """The link target that starts at `start` in `line` (after `](`) and where it ends:
-    `<…>`, or up to a space (a line's end too) or the `)` that closes the link (balanced
-    parentheses are part of it)."""
-    while start < len(line) and line[start] in " \t":
-        start += 1
-    if line.startswith("<", start):
-        end = line.find(">", start + 1, start + 1 + MAX_TARGET)
-        target = line[start + 1 : end] if end > 0 else "\n"
-        return ("", start + 1) if "\n" in target else (target, end + 1)
-    depth = 0
-    end = start
-    while end < len(line) and end - start < MAX_TARGET:
-        char = line[end]
-        if char.isspace() or (char == ")" and depth == 0):
+def _without_comments(text: str) -> str:
+    """`text` with each closed HTML comment `<!-- … -->` replaced by a space."""
+    pieces = []
+    start = 0
+    while (opened := text.find("<!--", start)) >= 0:
+        closed = text.find("-->", opened + 4)
+        if closed < 0:
             break
-        depth += {"(": 1, ")": -1}.get(char, 0)
+        pieces.append(text[start:opened])
+        start = closed + 3
+    return " ".join([*pieces, text[start:]])
+
+
+def _outside_code_spans(line: str) -> str:
+    """`line` with its code spans blanked out: a run of backticks opens one when a run of
+    the same length follows it; a lone backtick is text."""
+    runs = [(found.start(), found.end()) for found in BACKTICKS.finditer(line)]
+    later: dict[int, list[int]] = {}
+    for index in reversed(range(len(runs))):
+        later.setdefault(runs[index][1] - runs[index][0], []).append(index)
+    pieces = []
+    kept_from = 0
+    index = 0
+    while index < len(runs):
+        start, end = runs[index]
+        same = later[end - start]
+        while same and same[-1] <= index:
+            same.pop()
+        if same:
+            closing = same.pop()
+            pieces.append(line[kept_from:start])
+            kept_from, index = runs[closing][1], closing + 1
+        else:
+            index += 1
+    return " ".join([*pieces, line[kept_from:]])
+
+
+def _target(prose: str, start: int) -> tuple[str | None, int]:
+    """The inline link target that starts at `start` (after `](`) and where the scan goes
+    on: `<…>`, or up to a space or the `)` that closes the link (balanced parentheses are
+    part of it; a backslash escapes the next character).  None when a `)` or a title does
+    not follow: then it is no link, and the scan goes on after what was read."""
+    while start < len(prose) and prose[start].isspace():
+        start += 1
+    if prose.startswith("<", start):
+        end = prose.find(">", start + 1, start + 1 + MAX_TARGET)
+        target = prose[start + 1 : end] if end > 0 else "\n"
+        if "\n" in target:
+            return None, start + 1
         end += 1
-    return line[start:end], end
+    else:
+        characters: list[str] = []
+        depth = 0
+        end = start
+        while end < len(prose) and end - start < MAX_TARGET:
+            char = prose[end]
+            if char.isspace() or (char == ")" and depth == 0):
+                break
+            if char == "\\" and end + 1 < len(prose):
+                end += 1
+                char = prose[end]
+            else:
+                depth += {"(": 1, ")": -1}.get(char, 0)
+            characters.append(char)
+            end += 1
+        target = "".join(characters)
+    after = end
+    while after < len(prose) and prose[after].isspace():
+        after += 1
+    titled = end < after < len(prose) and prose[after] in TITLE_OPENERS
+    return (target if titled or prose.startswith(")", after) else None), end
 
 
-def _inline_targets(prose: str) -> Iterator[str]:
-    """The targets of the inline links in `prose`, not of images: each `]` followed by `(`
-    closes the innermost open `[` (on this line or an earlier one: link text may wrap),
-    which opens an image when `!` precedes it.  The scan goes on after the target, so no
-    character is read twice."""
-    opened: list[bool] = []
+def _inline_targets(prose: str, defined: Mapping[str, str] | None = None) -> Iterator[str]:
+    """The targets of the inline and reference links in `prose` (code and definitions
+    blanked), with `defined` labels.  Each `]` closes the innermost open `[`; it is a link
+    when `(target)` follows or it names a defined label, unless it opens an image, lies in
+    an image's description, or holds a link (links do not nest).  A `](` before any `[`
+    is a link whose text began in an earlier passage (a long paragraph cut in two).  The
+    scan goes on after each target, so no character is read twice."""
+    labels = defined or {}
+    opened: list[tuple[int, bool, int]] = []
+    """(where its text starts, whether it opens an image, links found before it)"""
+    links = 0
+    images = 0
+    continued = True  # no bracket yet: a `](` may close a text an earlier passage began
     index = 0
     while index < len(prose):
         char = prose[index]
         index += 1
-        if char == "[":
-            opened.append(prose[index - 2 : index - 1] == "!")
-        elif char == "]" and opened and prose.startswith("(", index):
-            target, index = _target(prose, index + 1)
-            if not opened.pop():
-                yield target
-        elif char == "]" and opened:
-            opened.pop()
+        if char == "\\":
+            continued = continued and not prose.startswith("[", index)
+            index += 1
+        elif char == "[":
+            image = prose[index - 2 : index - 1] == "!"
+            opened.append((index, image, links))
+            images += image
+            continued = False
+        elif char == "]" and (opened or (continued and prose.startswith("(", index))):
+            continued = False
+            start, image, before = opened.pop() if opened else (-1, False, links)
+            images -= image
+            shown = not image and not images and before == links
+            if prose.startswith("(", index):
+                target, index = _target(prose, index + 1)
+            else:
+                target, index = _reference(prose, start, index, labels)
+            if target is not None:
+                links += not image
+                if shown:
+                    yield target
+
+
+def _reference(
+    prose: str, start: int, index: int, labels: Mapping[str, str]
+) -> tuple[str | None, int]:
+    """The target of a reference link whose text runs from `start` to the `]` before
+    `index` (`[text][label]`, `[label][]` or `[label]`), and where the scan goes on."""
+    label = prose[start : index - 1] if start >= 0 and index - 1 - start <= MAX_LABEL else ""
+    if prose.startswith("[", index):
+        close = prose.find("]", index + 1, index + 2 + MAX_LABEL)
+        if close > 0 and "[" not in prose[index + 1 : close]:
+            label = prose[index + 1 : close] or label
+            index = close + 1
+    target = labels.get(link_label(label)) if label.strip() else None
+    return target, index
 
 
 def markdown_targets(text: str) -> set[str]:
     """Every link target in a Markdown text (see the module docstring)."""
-    targets: set[str] = set()
-    prose: list[str] = []
-    in_fence = False
-    for raw in text.split("\n"):
-        if raw.lstrip().startswith(FENCES):
-            in_fence = not in_fence
-            continue
-        if in_fence:
-            continue
-        line = _outside_code_spans(raw)
-        prose.append(line)
-        reference = REFERENCE.match(line)
-        if reference:
-            targets.add(reference.group(1).removeprefix("<").removesuffix(">"))
-        targets.update(match.group(1) for match in AUTOLINK.finditer(line))
-    targets.update(_inline_targets("\n".join(prose)))
+    text = _without_comments(text)
+    defined = definitions(text)
+    prose = "\n".join(
+        _outside_code_spans(line) if shown and definition(line) is None else ""
+        for line, shown in prose_lines(text)
+    )
+    targets = set(_inline_targets(prose, defined))
+    targets.update(found.group(1) for found in AUTOLINK.finditer(prose))
+    targets.update(next(filter(None, found.groups()), "") for found in ANCHOR.finditer(prose))
     return targets - {""}
 
 

@@ -186,24 +186,45 @@ def hierarchy_linker(extractor: HierarchyLinkExtractor | None = None) -> Passage
     return link
 
 
+FILE_URL = "file://"
+
+
 def hyperlink_linker(
     html: HtmlLinkExtractor | None = None, markdown: MarkdownLinkExtractor | None = None
 ) -> PassageLinker:
-    """Hyperlinks between ingested files, whose page URL is the source name: the links an
-    HTML or Markdown passage cites, and an in-link for every passage's own page, so that a
-    link to a text file reaches it too."""
+    """Hyperlinks between ingested files: the links an HTML or Markdown passage cites, and
+    an in-link for every passage's own page, so that a link to a text file reaches it too.
+
+    Links are resolved against the passage's file (its `file:` URL), not its source name,
+    so a `../` that leaves the root reaches the file it names, and each local page's tag is
+    then named as its passages' sources are (`local_tag`)."""
     html_links = html or HtmlLinkExtractor()
     markdown_links = markdown or MarkdownLinkExtractor()
 
     def link(passage: Passage) -> set[Link]:
-        url = page_url(passage.source)
-        if passage.html is not None:
-            return html_links.extract_one(HtmlInput(passage.html, url))
-        if file_format(passage.source) == "markdown":
-            return markdown_links.extract_one(MarkdownInput(passage.text, url))
-        return page_links(html_links.kind, url, ())
+        url = Path(passage.file).as_uri() if passage.file else page_url(passage.source)
+        if passage.markup is None:
+            found = page_links(html_links.kind, url, ())
+        elif file_format(passage.source) == "markdown":
+            found = markdown_links.extract_one(MarkdownInput(passage.markup, url))
+        else:
+            found = html_links.extract_one(HtmlInput(passage.markup, url))
+        return {local_tag(each, passage) for each in found}
 
     return lambda passages: [link(passage) for passage in passages]
+
+
+def local_tag(link: Link, passage: Passage) -> Link:
+    """`link` with a `file:` page named as `source_name` names files in the ingest that
+    read `passage`: relative to its root (which the passage's file and source give) when
+    inside it, else absolute."""
+    if not link.tag.startswith(FILE_URL):
+        return link
+    path = link.tag.removeprefix(FILE_URL)
+    root = passage.file.removesuffix(passage.source)
+    if passage.file.endswith(f"/{passage.source}") and path.startswith(root):
+        path = path.removeprefix(root)
+    return Link(link.kind, link.direction, path)
 
 
 def text_linker(extractor: LinkExtractor[str]) -> PassageLinker:

@@ -22,6 +22,7 @@ from bs4.element import CData, NavigableString, PageElement
 
 from graphstore.chapters import section_chapter
 from graphstore.errors import InvalidInputError
+from graphstore.markdown import passage_markups, prose_lines
 
 MAX_CHARS = 1000
 """The longest passage the splitters make, in characters, unless told otherwise."""
@@ -80,13 +81,17 @@ INLINE = frozenset(
 (a div, a section, a list) ends a run of loose text, as a browser starts a new line."""
 HIDDEN = ("head", "title", "script", "style", "template")
 """Elements whose content a browser does not show as page text."""
-SENTENCE = re.compile(r".*?(?:[.!?。！？；]+[”’\"'」』）)\]]*\s*|$)", re.DOTALL)
+SENTENCE = re.compile(
+    r".*?(?:(?<![.!?])[.!?]++[”’\"'」』）)\]]*+(?:\s+|\Z)|[。！？；]+[”’\"'」』）)\]]*\s*|\Z)",
+    re.DOTALL,
+)
 """A sentence with what follows its end up to the next one: closing quotes and brackets (a
-Chinese quotation closes after its 。, so its ” stays with it), then spaces."""
+Chinese quotation closes after its 。, so its ” stays with it), then spaces.  A `.`, `!` or
+`?` ends one only before a space or the end, never inside `3.14`, `example.com` or
+`notes.md`; a run of them is tried once, from its start (linear on `.....`)."""
 LAST_SPACE = re.compile(r"[^\S\u00a0\u2007\u202f][\S\u00a0\u2007\u202f]*\Z")
 """The last breaking space of a string (not a no-break space): where a long sentence is cut."""
 NOT_SPACE = re.compile(r"\S")
-FENCE = re.compile(r"^\s*(```|~~~)")
 CHAPTER = re.compile(
     r"^\s*(第[〇零一二三四五六七八九十百千两\d]+[回章卷节]|chapter\s+\w+)(\s|$)", re.IGNORECASE
 )
@@ -101,7 +106,10 @@ class Passage:
     position: int
     text: str
     section: tuple[str, ...] = ()
-    html: str | None = None
+    markup: str | None = None
+    """The passage's own markup, for its hyperlinks: HTML for an HTML page, Markdown that
+    reads on its own as in its file for Markdown (`markdown.passage_markups`), None for
+    text."""
     prologue: bool = False
     """Before the first chapter heading of a document that has chapters (front matter, a
     楔子): chapter 0, so that a search as of any chapter finds it."""
@@ -296,18 +304,17 @@ def split_markdown(source: str, text: str, max_chars: int) -> list[Passage]:
     check_max_chars(max_chars)
     sections: list[tuple[tuple[str, ...], list[str]]] = [((), [])]
     path: list[str] = []
-    in_fence = False
-    for line in text.split("\n"):
-        if FENCE.match(line):
-            in_fence = not in_fence
-        heading = None if in_fence else markdown_heading(line)
+    for line, prose in prose_lines(text):
+        heading = markdown_heading(line) if prose else None
         if heading:
             level, title = heading
             path = [*path[: level - 1], title]
             sections.append((tuple(path), [line]))
         else:
             sections[-1][1].append(line)
-    return _pack_sections(source, sections, max_chars)
+    passages = _pack_sections(source, sections, max_chars)
+    markups = passage_markups([passage.text for passage in passages])
+    return [replace(p, markup=markup) for p, markup in zip(passages, markups, strict=True)]
 
 
 class _HtmlBlock(NamedTuple):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -14,6 +15,7 @@ from extractors.markdown_links import (
     MarkdownInput,
     MarkdownLinkExtractor,
     _inline_targets,
+    _target,
     markdown_targets,
 )
 from graphstore.embedded import EmbeddedStorage
@@ -188,14 +190,44 @@ def test_markdown_links_inline_reference_and_autolinks_not_images_or_code():
     }
 
 
+@pytest.mark.parametrize(
+    ("markdown", "targets"),
+    [
+        (r"\[escaped](no.md) [a\]b](yes.md) [x](a\_b.md)", {"yes.md", "a_b.md"}),
+        ("<!-- [c](comment.md)\n[d](comment2.md) --> [ok](ok.md)", {"ok.md"}),
+        ("[a [b](inner.md) c](outer.md)", {"inner.md"}),
+        ("![see [x](alt.md)](img.png)", set()),
+        ("````\n```\n[in](in.md)\n````\n[out](out.md)", {"out.md"}),
+        ("~~~\n[in](in.md)\n```\n[still](in2.md)\n~~~", set()),
+        ("[^1]: tomatoes are nice\nsee [^1]", set()),
+        ("Press the ` key, then read [docs](docs.md).", {"docs.md"}),
+        ("`` a ` [in](code.md) `` [out](out.md)", {"out.md"}),
+        ("[r]: <my plan.md>\n[r], [R][] and [text][r]", {"my plan.md"}),
+        ("> [q]: quoted.md\n- [l]: listed.md\n1. [n]: numbered.md\n[q] [l] [n]", None),
+        ("[undefined][nowhere] [nor this]", set()),
+        ("<a href=\"one.md\">1</a> <A HREF='two.md'>2</A> <a name=x href=three.md>", None),
+        ('[p](my plan.md) [t](title.md "T") [u](title2.md (T))', {"title.md", "title2.md"}),
+        ("text cut from an earlier passage](cut.md) then \\](no.md) z](no2.md)", {"cut.md"}),
+    ],
+)
+def test_markdown_links_as_commonmark_reads_them(markdown, targets):
+    """Escapes, HTML comments, nested links, links in image descriptions, fences of four
+    backticks, footnotes, lone backticks, `<…>` and quoted or listed definitions, and HTML
+    anchors each used to give a wrong or a missing link."""
+    found = markdown_targets(markdown)
+    if targets is None:  # one target per `.md` named
+        targets = {word for word in re.findall(r"[a-z]+\.md", markdown)}
+    assert found == targets
+
+
 def test_markdown_link_scan_reads_each_character_once_on_hostile_lines():
-    """Files are user input: targets never overlap, so brackets and parentheses without
-    end cost one pass (reading each `](`'s target afresh read 50,000 x 2,048 characters)."""
-    hostile = "[" * 50_000 + "](" * 50_000 + "(" * 50_000 + "<a:" * 20_000
-    targets = list(_inline_targets(hostile))
-    assert sum(map(len, targets)) <= len(hostile)
-    assert max(map(len, targets)) == MAX_TARGET
-    assert markdown_targets(hostile)
+    """Files are user input: the scan goes on after what a target read, so brackets and
+    parentheses without end cost one pass (reading each `](`'s target afresh read
+    50,000 x 2,048 characters), and a link after them is still found."""
+    hostile = "[" * 50_000 + "](" * 50_000
+    assert _target(hostile, 50_002) == (None, 50_002 + MAX_TARGET)
+    assert list(_inline_targets(hostile + " [ok](ok.md)")) == ["ok.md"]
+    assert markdown_targets(hostile + "(" * 50_000 + "<a:" * 20_000 + " [ok](ok.md)") == {"ok.md"}
 
 
 async def test_markdown_html_and_text_files_link_to_each_other_by_name(tmp_path):
@@ -224,4 +256,32 @@ async def test_markdown_html_and_text_files_link_to_each_other_by_name(tmp_path)
     [note] = await store.aget(["docs/notes/a#b.md#0"])
     assert Link.outgoing("hyperlink", "docs/index.md") in note.links
     assert Link.incoming("hyperlink", "docs/notes/a#b.md") in note.links
+    await store.aclose()
+
+
+async def test_markdown_links_are_read_in_their_file_and_resolved_from_it(tmp_path):
+    """A code fence and a link definition belong to the file, not to one passage: links in
+    a fence split over passages were taken, a reference link whose definition is in
+    another section was lost (the definition's passage got it instead), and a `../` above
+    the root reached a file inside it."""
+    root = tmp_path / "proj"
+    docs = root / "docs"
+    docs.mkdir(parents=True)
+    (tmp_path / "README.md").write_text("Outside the root.\n")
+    (root / "README.md").write_text("The project's own readme.\n")
+    fence = "```\n" + "\n\n".join(f"[fake{i}](fake{i}.md) line" for i in range(30)) + "\n```"
+    (docs / "guide.md").write_text(
+        f"# Uses\n\nThe [target page][tp], and [up](../../README.md).\n\n{fence}\n\n"
+        "After the code see [real](real.md).\n\n# Defs\n\n[tp]: target.md\n"
+    )
+    store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(":memory:"))
+    await ingest(store, [docs], linkers=[hyperlink_linker()], root=root, max_chars=300)
+    nodes = await store.aget(sorted(await store.anode_ids()))
+    assert {node.id: {link.tag for link in node.links if link.is_outgoing} for node in nodes} == {
+        "docs/guide.md#0": {"docs/target.md", str(tmp_path / "README.md")},
+        "docs/guide.md#1": set(),
+        "docs/guide.md#2": {"docs/real.md"},
+        "docs/guide.md#3": set(),
+    }
+    assert all(Link.incoming("hyperlink", "docs/guide.md") in node.links for node in nodes)
     await store.aclose()

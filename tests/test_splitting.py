@@ -27,7 +27,7 @@ def test_html_passages_keep_their_markup_and_heading_path():
         (("Title",), "Title\n\none b"),
         (("Title", "Sub"), "Sub\n\ntwo"),
     ]
-    assert "b.html" in (passages[0].html or "")
+    assert "b.html" in (passages[0].markup or "")
 
 
 def test_long_text_is_packed_under_the_limit_at_sentence_ends_including_chinese():
@@ -85,6 +85,18 @@ def test_long_paragraphs_are_cut_at_sentences_as_written():
     assert pack([english], 25) == ["First sentence here.", "Second one! Third?", "Fourth line."]
 
 
+def test_a_dot_inside_a_word_ends_no_sentence():
+    """A long paragraph was cut at every `.`, in `3.14`, `example.com` and `plan.md` too,
+    and the pieces joined with a space: the stored text read `Python 3. 14`, and the link
+    target `plan.md` became `plan.`.  A `.`, `!` or `?` ends a sentence before a space."""
+    text = "We use Python 3.14 on example.com daily, see [the plan](plan.md) soon. Done!"
+    assert pack([text], 70) == [
+        "We use Python 3.14 on example.com daily, see [the plan](plan.md) soon.",
+        "Done!",
+    ]
+    assert pack(["v1.2.3 of x.md... then? more"], 12) == ["v1.2.3 of", "x.md...", "then? more"]
+
+
 @pytest.mark.parametrize(
     ("html", "text"),
     [
@@ -117,7 +129,7 @@ def test_html_loose_text_keeps_its_links_and_hidden_content_stays_out():
         ("See b and more", ()),
         ("Heading\n\nunder it", ("Heading",)),
     ]
-    assert "href='b.html'" in (passages[0].html or "").replace('"', "'")
+    assert "href='b.html'" in (passages[0].markup or "").replace('"', "'")
 
 
 def test_a_long_line_is_cut_between_words(tmp_path):

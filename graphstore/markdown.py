@@ -1,0 +1,104 @@
+"""The Markdown syntax the splitter and the hyperlink extractor share: code fences, link
+reference definitions and their labels (CommonMark's rules, as far as links need them).
+
+A file is split into passages, but a code fence or a link definition belongs to the file:
+`passage_markups` writes each passage as Markdown that means on its own what it means in
+its file, so its links can be read from it alone.  Every scan here is linear in the text
+(files are user input).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+
+FENCE = re.compile(r" {0,3}(`{3,}+|~{3,}+)")
+MAX_LABEL = 999
+"""The longest link label CommonMark allows, in characters."""
+DEFINITION = re.compile(
+    r"(?:[ \t]*+>)*+[ \t]*+(?:[-*+][ \t]++|\d{1,9}[.)][ \t]++)?"
+    r"\[([^\[\]]{1,999})\]:[ \t]*+(<[^<>\n]{0,2048}>|\S{1,2048})"
+)
+"""A link reference definition `[label]: target` (in a block quote or a list item too);
+the target may be `<in angle brackets>`, which allows spaces."""
+LABEL = re.compile(r"\[([^\[\]\n]{1,999})\]")
+
+
+def fence_after(line: str, fence: str) -> str:
+    """The code fence open after `line` ("" for none), given the one open before it: a run
+    of three or more backticks or tildes opens one (a backtick fence's info string holds no
+    backtick); only a run of the same character at least as long, alone on its line, closes
+    it."""
+    found = FENCE.match(line)
+    if not found:
+        return fence
+    run, rest = found.group(1), line[found.end() :]
+    if not fence:
+        return run if run[0] == "~" or "`" not in rest else ""
+    closes = run[0] == fence[0] and len(run) >= len(fence) and not rest.strip()
+    return "" if closes else fence
+
+
+def prose_lines(text: str) -> Iterator[tuple[str, bool]]:
+    """Each line of `text` and whether it is prose: not a fence line, not inside a fence."""
+    fence = ""
+    for line in text.split("\n"):
+        before, fence = fence, fence_after(line, fence)
+        yield line, not (before or fence)
+
+
+def link_label(text: str) -> str:
+    """A link label as definitions and references match it: case-folded, runs of white
+    space as one space."""
+    return " ".join(text.split()).casefold()
+
+
+def definition(line: str) -> tuple[str, str] | None:
+    """`(label, target)` of a link reference definition line, else None (a footnote,
+    `[^1]: …`, is not one)."""
+    found = DEFINITION.match(line)
+    if not found or found.group(1).startswith("^"):
+        return None
+    target = found.group(2)
+    if target.startswith("<"):
+        target = target[1:-1]
+    return link_label(found.group(1)), target
+
+
+def definition_line(label: str, target: str) -> str:
+    """A definition line of `label` that `definition` reads back as `target`."""
+    bare = target and not any(char.isspace() or char in "<>" for char in target)
+    return f"[{label}]: {target}" if bare else f"[{label}]: <{target}>"
+
+
+def definitions(text: str) -> dict[str, str]:
+    """The target of each label defined in `text` outside code (the first definition of a
+    label wins, as in CommonMark)."""
+    found: dict[str, str] = {}
+    for line, prose in prose_lines(text):
+        pair = definition(line) if prose else None
+        if pair:
+            found.setdefault(*pair)
+    return found
+
+
+def passage_markups(texts: Sequence[str]) -> list[str]:
+    """The passages of one Markdown file (their texts, in order) as Markdown that reads on
+    its own as in the file: a passage that starts inside a code fence has the fence opened
+    before it (and one that ends inside one, closed after it), and the file's link
+    definitions that it refers to follow it."""
+    defined = definitions("\n".join(texts))
+    markups = []
+    fence = ""
+    for text in texts:
+        opened = fence
+        for line in text.split("\n"):
+            fence = fence_after(line, fence)
+        used = dict.fromkeys(
+            label for raw in LABEL.findall(text) if (label := link_label(raw)) in defined
+        )
+        lines = [definition_line(label, defined[label]) for label in used]
+        markups.append(
+            "\n".join([*([opened] if opened else []), text, *([fence] if fence else []), *lines])
+        )
+    return markups
