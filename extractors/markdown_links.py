@@ -7,17 +7,18 @@ Found, as CommonMark reads them: inline links `[text](target)`, reference links
 autolinks `<https://…>` and HTML anchors `<a href="…">`.  Not found: images (`![alt](src)`)
 and links in their descriptions, the outer one of nested links, escaped brackets, anything in
 code (fenced blocks, code spans) or in an HTML comment.  Indented code blocks are read as
-text, since a nested list is indented the same way.  The scan is linear in the text
-(passages come from user files): each character is read once, and a target for at most
-`MAX_TARGET` characters.  Reference links reach definitions elsewhere in their file
-through `graphstore.markdown.passage_markups`.
+text, since a nested list is indented the same way, and so is a code span that wraps over
+lines.  The scan is linear in the text (passages come from user files): each character is
+read once, and a target for at most `MAX_TARGET` characters.  A passage's reference links
+reach the definitions of its whole file through `MarkdownInput.definitions`
+(`graphstore.markdown.passage_markups`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from extractors.base import LinkExtractor
 from extractors.html_links import page_links
@@ -25,22 +26,24 @@ from graphstore.links import Link
 from graphstore.markdown import MAX_LABEL, definition, definitions, link_label, prose_lines
 
 MAX_TARGET = 2048
-"""The longest link target read, in characters: longer ones are cut there (no page is
-named by one)."""
+"""The longest link target read, in characters: a longer one is no link."""
 AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]{0,2048})>")
 ANCHOR = re.compile(
     r"<a\s[^<>]*?\bhref\s*=\s*(?:\"([^\"<>]*)\"|'([^'<>]*)'|([^\s\"'<>]+))", re.IGNORECASE
 )
-BACKTICKS = re.compile(r"(?<!\\)`+")
+BACKTICKS = re.compile(r"`+")
 TITLE_OPENERS = "\"'("
 
 
 @dataclass(frozen=True)
 class MarkdownInput:
-    """A Markdown text and the URL of the page (file) it comes from."""
+    """A Markdown text, the URL of the page (file) it comes from, and the link definitions
+    of the whole file when the text is one passage of it (the text's own are read too; the
+    file's win, as the first definition of a label does)."""
 
     text: str
     base_url: str
+    definitions: Mapping[str, str] = field(default_factory=dict)
 
 
 def _without_comments(text: str) -> str:
@@ -57,8 +60,9 @@ def _without_comments(text: str) -> str:
 
 
 def _outside_code_spans(line: str) -> str:
-    """`line` with its code spans blanked out: a run of backticks opens one when a run of
-    the same length follows it; a lone backtick is text."""
+    """`line` with its code spans blanked out: a run of backticks not escaped by a
+    backslash opens one when a run of the same length follows it (escapes do not work
+    inside, so any such run closes it); a lone backtick is text."""
     runs = [(found.start(), found.end()) for found in BACKTICKS.finditer(line)]
     later: dict[int, list[int]] = {}
     for index in reversed(range(len(runs))):
@@ -71,7 +75,7 @@ def _outside_code_spans(line: str) -> str:
         same = later[end - start]
         while same and same[-1] <= index:
             same.pop()
-        if same:
+        if same and not _escaped(line, start):
             closing = same.pop()
             pieces.append(line[kept_from:start])
             kept_from, index = runs[closing][1], closing + 1
@@ -80,11 +84,18 @@ def _outside_code_spans(line: str) -> str:
     return " ".join([*pieces, line[kept_from:]])
 
 
+def _escaped(text: str, index: int) -> bool:
+    """Whether a backslash escapes the character at `index` (one that is not escaped
+    itself; a run of backslashes is not looked into)."""
+    return text[index - 1 : index] == "\\" and text[index - 2 : index - 1] != "\\"
+
+
 def _target(prose: str, start: int) -> tuple[str | None, int]:
     """The inline link target that starts at `start` (after `](`) and where the scan goes
-    on: `<…>`, or up to a space or the `)` that closes the link (balanced parentheses are
-    part of it; a backslash escapes the next character).  None when a `)` or a title does
-    not follow: then it is no link, and the scan goes on after what was read."""
+    on: `<…>`, or up to a space, a `[` or the `)` that closes the link (balanced
+    parentheses are part of it; a backslash escapes the next character).  None when a `)`
+    or a title does not follow: then it is no link, and the scan goes on after what was
+    read."""
     while start < len(prose) and prose[start].isspace():
         start += 1
     if prose.startswith("<", start):
@@ -99,7 +110,7 @@ def _target(prose: str, start: int) -> tuple[str | None, int]:
         end = start
         while end < len(prose) and end - start < MAX_TARGET:
             char = prose[end]
-            if char.isspace() or (char == ")" and depth == 0):
+            if char.isspace() or char == "[" or (char == ")" and depth == 0):
                 break
             if char == "\\" and end + 1 < len(prose):
                 end += 1
@@ -116,13 +127,21 @@ def _target(prose: str, start: int) -> tuple[str | None, int]:
     return (target if titled or prose.startswith(")", after) else None), end
 
 
+def _paragraph_ends(prose: str, index: int) -> bool:
+    """Whether the line that starts at `index` is blank (or the text ends there)."""
+    while index < len(prose) and prose[index] in " \t":
+        index += 1
+    return index == len(prose) or prose[index] == "\n"
+
+
 def _inline_targets(prose: str, defined: Mapping[str, str] | None = None) -> Iterator[str]:
     """The targets of the inline and reference links in `prose` (code and definitions
-    blanked), with `defined` labels.  Each `]` closes the innermost open `[`; it is a link
-    when `(target)` follows or it names a defined label, unless it opens an image, lies in
-    an image's description, or holds a link (links do not nest).  A `](` before any `[`
-    is a link whose text began in an earlier passage (a long paragraph cut in two).  The
-    scan goes on after each target, so no character is read twice."""
+    blanked), with `defined` labels.  Each `]` closes the innermost `[` open in its
+    paragraph; it is a link when `(target)` follows or it names a defined label, unless it
+    opens an image, lies in an image's description, or holds a link (links do not nest).
+    A `](` before any `[` is a link whose text began in an earlier passage (a long
+    paragraph cut in two).  The scan goes on after each target, so no character is read
+    twice."""
     labels = defined or {}
     opened: list[tuple[int, bool, int]] = []
     """(where its text starts, whether it opens an image, links found before it)"""
@@ -136,8 +155,11 @@ def _inline_targets(prose: str, defined: Mapping[str, str] | None = None) -> Ite
         if char == "\\":
             continued = continued and not prose.startswith("[", index)
             index += 1
+        elif char == "\n" and _paragraph_ends(prose, index):
+            opened.clear()
+            images = 0
         elif char == "[":
-            image = prose[index - 2 : index - 1] == "!"
+            image = prose[index - 2 : index - 1] == "!" and not _escaped(prose, index - 2)
             opened.append((index, image, links))
             images += image
             continued = False
@@ -171,15 +193,17 @@ def _reference(
     return target, index
 
 
-def markdown_targets(text: str) -> set[str]:
-    """Every link target in a Markdown text (see the module docstring)."""
-    text = _without_comments(text)
-    defined = definitions(text)
-    prose = "\n".join(
-        _outside_code_spans(line) if shown and definition(line) is None else ""
-        for line, shown in prose_lines(text)
+def markdown_targets(text: str, defined: Mapping[str, str] | None = None) -> set[str]:
+    """Every link target in a Markdown text (see the module docstring), with the labels of
+    `defined` besides those the text defines."""
+    labels = {**definitions(text), **(defined or {})}
+    prose = _without_comments(
+        "\n".join(
+            _outside_code_spans(line) if shown and definition(line) is None else ""
+            for line, shown in prose_lines(text)
+        )
     )
-    targets = set(_inline_targets(prose, defined))
+    targets = set(_inline_targets(prose, labels))
     targets.update(found.group(1) for found in AUTOLINK.finditer(prose))
     targets.update(next(filter(None, found.groups()), "") for found in ANCHOR.finditer(prose))
     return targets - {""}
@@ -194,6 +218,5 @@ class MarkdownLinkExtractor(LinkExtractor[MarkdownInput]):
 
     def extract_one(self, input: MarkdownInput) -> set[Link]:
         """The hyperlink tags of one passage."""
-        return page_links(
-            self.kind, input.base_url, markdown_targets(input.text), self.drop_fragments
-        )
+        targets = markdown_targets(input.text, input.definitions)
+        return page_links(self.kind, input.base_url, targets, self.drop_fragments)

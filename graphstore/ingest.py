@@ -31,13 +31,13 @@ from extractors.html_links import HtmlInput, HtmlLinkExtractor, page_links, page
 from extractors.markdown_links import MarkdownInput, MarkdownLinkExtractor
 from graphstore.errors import InvalidInputError
 from graphstore.links import Link, bounded
+from graphstore.markdown import MarkdownMarkup
 from graphstore.nodes import Node
 from graphstore.splitting import (
     FILE,
     MAX_CHARS,
     SUFFIXES,
     Passage,
-    file_format,
     passage_source,
     path_text,
     recorded_file,
@@ -186,45 +186,51 @@ def hierarchy_linker(extractor: HierarchyLinkExtractor | None = None) -> Passage
     return link
 
 
-FILE_URL = "file://"
+LOCAL_PAGE = "file:///"
+OTHER_HOST = "file://"
 
 
-def hyperlink_linker(
-    html: HtmlLinkExtractor | None = None, markdown: MarkdownLinkExtractor | None = None
-) -> PassageLinker:
+def hyperlink_linker(kind: str = "hyperlink", *, drop_fragments: bool = True) -> PassageLinker:
     """Hyperlinks between ingested files: the links an HTML or Markdown passage cites, and
     an in-link for every passage's own page, so that a link to a text file reaches it too.
 
     Links are resolved against the passage's file (its `file:` URL), not its source name,
     so a `../` that leaves the root reaches the file it names, and each local page's tag is
     then named as its passages' sources are (`local_tag`)."""
-    html_links = html or HtmlLinkExtractor()
-    markdown_links = markdown or MarkdownLinkExtractor()
+    html_links = HtmlLinkExtractor(kind=kind, drop_fragments=drop_fragments)
+    markdown_links = MarkdownLinkExtractor(kind=kind, drop_fragments=drop_fragments)
 
     def link(passage: Passage) -> set[Link]:
-        url = Path(passage.file).as_uri() if passage.file else page_url(passage.source)
-        if passage.markup is None:
-            found = page_links(html_links.kind, url, ())
-        elif file_format(passage.source) == "markdown":
-            found = markdown_links.extract_one(MarkdownInput(passage.markup, url))
+        local = os.path.isabs(passage.file)
+        url = Path(passage.file).as_uri() if local else page_url(passage.source)
+        markup = passage.markup
+        if markup is None:
+            found = page_links(kind, url, (), drop_fragments)
+        elif isinstance(markup, MarkdownMarkup):
+            found = markdown_links.extract_one(MarkdownInput(markup.text, url, markup.definitions))
         else:
-            found = html_links.extract_one(HtmlInput(passage.markup, url))
-        return {local_tag(each, passage) for each in found}
+            found = html_links.extract_one(HtmlInput(markup, url))
+        named = (local_tag(each, passage) for each in found) if local else iter(found)
+        return {each for each in named if each is not None}
 
     return lambda passages: [link(passage) for passage in passages]
 
 
-def local_tag(link: Link, passage: Passage) -> Link:
+def local_tag(link: Link, passage: Passage) -> Link | None:
     """`link` with a `file:` page named as `source_name` names files in the ingest that
     read `passage`: relative to its root (which the passage's file and source give) when
-    inside it, else absolute."""
-    if not link.tag.startswith(FILE_URL):
-        return link
-    path = link.tag.removeprefix(FILE_URL)
-    root = passage.file.removesuffix(passage.source)
-    if passage.file.endswith(f"/{passage.source}") and path.startswith(root):
-        path = path.removeprefix(root)
-    return Link(link.kind, link.direction, path)
+    inside it, else absolute.  None for a folder (a link to `../`), which is no page; a
+    link to another host (`//example.org/x`) is named as upstream names it."""
+    tag = link.tag
+    if tag.startswith(LOCAL_PAGE):
+        path = tag.removeprefix(OTHER_HOST)
+        root = passage.file.removesuffix(passage.source)
+        if passage.file.endswith(f"/{passage.source}") and path.startswith(root):
+            path = path.removeprefix(root)
+        tag = "" if not path or path.endswith("/") else path
+    elif tag.startswith(OTHER_HOST):
+        tag = tag.removeprefix("file:")
+    return Link(link.kind, link.direction, tag) if tag else None
 
 
 def text_linker(extractor: LinkExtractor[str]) -> PassageLinker:

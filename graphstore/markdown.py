@@ -2,26 +2,28 @@
 reference definitions and their labels (CommonMark's rules, as far as links need them).
 
 A file is split into passages, but a code fence or a link definition belongs to the file:
-`passage_markups` writes each passage as Markdown that means on its own what it means in
-its file, so its links can be read from it alone.  Every scan here is linear in the text
+`passage_markups` gives each passage as it reads in its file, so its links can be read
+without the rest of the file.  Every scan here is linear in the text
 (files are user input).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 FENCE = re.compile(r" {0,3}(`{3,}+|~{3,}+)")
 MAX_LABEL = 999
 """The longest link label CommonMark allows, in characters."""
 DEFINITION = re.compile(
     r"(?:[ \t]*+>)*+[ \t]*+(?:[-*+][ \t]++|\d{1,9}[.)][ \t]++)?"
-    r"\[([^\[\]]{1,999})\]:[ \t]*+(<[^<>\n]{0,2048}>|\S{1,2048})"
+    r"\[([^\[\]]{1,999})\]:[ \t]*+(<[^<>\n]{0,2048}>|\S{1,2048}+)"
+    r"(?:[ \t]++(?:\"[^\"\n]*+\"|'[^'\n]*+'|\([^()\n]*+\)))?+[ \t]*+$"
 )
-"""A link reference definition `[label]: target` (in a block quote or a list item too);
-the target may be `<in angle brackets>`, which allows spaces."""
-LABEL = re.compile(r"\[([^\[\]\n]{1,999})\]")
+"""A link reference definition line `[label]: target "title"` (in a block quote or a list
+item too); the target may be `<in angle brackets>`, which allows spaces, and nothing but a
+title may follow it."""
 
 
 def fence_after(line: str, fence: str) -> str:
@@ -65,12 +67,6 @@ def definition(line: str) -> tuple[str, str] | None:
     return link_label(found.group(1)), target
 
 
-def definition_line(label: str, target: str) -> str:
-    """A definition line of `label` that `definition` reads back as `target`."""
-    bare = target and not any(char.isspace() or char in "<>" for char in target)
-    return f"[{label}]: {target}" if bare else f"[{label}]: <{target}>"
-
-
 def definitions(text: str) -> dict[str, str]:
     """The target of each label defined in `text` outside code (the first definition of a
     label wins, as in CommonMark)."""
@@ -82,11 +78,18 @@ def definitions(text: str) -> dict[str, str]:
     return found
 
 
-def passage_markups(texts: Sequence[str]) -> list[str]:
-    """The passages of one Markdown file (their texts, in order) as Markdown that reads on
-    its own as in the file: a passage that starts inside a code fence has the fence opened
-    before it (and one that ends inside one, closed after it), and the file's link
-    definitions that it refers to follow it."""
+@dataclass(frozen=True)
+class MarkdownMarkup:
+    """A Markdown passage as it reads in its file: its text, with the code fence it starts
+    inside opened before it and the one it ends inside closed after it, and its file's link
+    definitions (one mapping, shared by every passage of the file)."""
+
+    text: str
+    definitions: Mapping[str, str]
+
+
+def passage_markups(texts: Sequence[str]) -> list[MarkdownMarkup]:
+    """The passages of one Markdown file (their texts, in order) as they read in the file."""
     defined = definitions("\n".join(texts))
     markups = []
     fence = ""
@@ -94,11 +97,6 @@ def passage_markups(texts: Sequence[str]) -> list[str]:
         opened = fence
         for line in text.split("\n"):
             fence = fence_after(line, fence)
-        used = dict.fromkeys(
-            label for raw in LABEL.findall(text) if (label := link_label(raw)) in defined
-        )
-        lines = [definition_line(label, defined[label]) for label in used]
-        markups.append(
-            "\n".join([*([opened] if opened else []), text, *([fence] if fence else []), *lines])
-        )
+        lines = [*([opened] if opened else []), text, *([fence] if fence else [])]
+        markups.append(MarkdownMarkup("\n".join(lines), defined))
     return markups

@@ -11,7 +11,6 @@ from __future__ import annotations
 import codecs
 import os
 import re
-import unicodedata
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,7 +21,7 @@ from bs4.element import CData, NavigableString, PageElement
 
 from graphstore.chapters import section_chapter
 from graphstore.errors import InvalidInputError
-from graphstore.markdown import passage_markups, prose_lines
+from graphstore.markdown import MarkdownMarkup, passage_markups, prose_lines
 
 MAX_CHARS = 1000
 """The longest passage the splitters make, in characters, unless told otherwise."""
@@ -106,10 +105,9 @@ class Passage:
     position: int
     text: str
     section: tuple[str, ...] = ()
-    markup: str | None = None
-    """The passage's own markup, for its hyperlinks: HTML for an HTML page, Markdown that
-    reads on its own as in its file for Markdown (`markdown.passage_markups`), None for
-    text."""
+    markup: str | MarkdownMarkup | None = None
+    """The passage's own markup, for its hyperlinks: its HTML for an HTML page, its Markdown
+    as it reads in its file (`markdown.passage_markups`), None for text."""
     prologue: bool = False
     """Before the first chapter heading of a document that has chapters (front matter, a
     楔子): chapter 0, so that a search as of any chapter finds it."""
@@ -207,20 +205,30 @@ def pack(pieces: list[str], max_chars: int) -> list[str]:
 
 def _sentences(text: str, max_chars: int) -> list[str]:
     """Sentences joined up to `max_chars`; a longer sentence is cut at its last space within
-    `max_chars` (`_cuts`).  Cut pieces lose the whitespace at their ends and are joined by one
-    space, or by none where either side is a wide (CJK) character: Chinese text comes back as
-    written."""
-    pieces = [
-        piece
-        for sentence in SENTENCE.findall(text)
-        for start, end in _cuts(sentence, max_chars)
-        if (piece := sentence[start:end].strip())
-    ]
-    spaced = [
-        piece if not index or _wide(pieces[index - 1][-1]) or _wide(piece[0]) else " " + piece
-        for index, piece in enumerate(pieces)
-    ]
-    return [chunk.strip() for chunk in _join(spaced, "", max_chars)]
+    `max_chars` (`_cuts`).  A chunk is the text as written from its first piece to its last
+    (line breaks, code and fences, Chinese without spaces, all as they were), but where it
+    was cut, and for a run of white space that would not fit, which is kept as one line
+    break or space."""
+    spans: list[tuple[int, int]] = []
+    for found in SENTENCE.finditer(text):
+        for start, end in _cuts(found.group(), max_chars):
+            piece = found.group()[start:end]
+            kept = piece.lstrip()
+            if kept.strip():
+                begin = found.start() + start + len(piece) - len(kept)
+                spans.append((begin, begin + len(kept.rstrip())))
+    chunks: list[str] = []
+    current = ""
+    for index, (start, end) in enumerate(spans):
+        piece = text[start:end]
+        gap = text[spans[index - 1][1] : start] if current else ""
+        if len(current) + len(gap) + len(piece) > max_chars:
+            gap = "\n" if "\n" in gap else gap[:1]
+        if current and len(current) + len(gap) + len(piece) > max_chars:
+            chunks.append(current)
+            current, gap = "", ""
+        current += gap + piece
+    return [*chunks, current] if current else chunks
 
 
 def _cuts(sentence: str, max_chars: int) -> Iterator[tuple[int, int]]:
@@ -236,10 +244,6 @@ def _cuts(sentence: str, max_chars: int) -> Iterator[tuple[int, int]]:
         yield start, end
         following = NOT_SPACE.search(sentence, end)  # the next piece starts at a word
         start = following.start() if following else len(sentence)
-
-
-def _wide(character: str) -> bool:
-    return unicodedata.east_asian_width(character) in ("W", "F")
 
 
 def _join(parts: Iterable[str], separator: str, max_chars: int) -> list[str]:
@@ -442,15 +446,10 @@ def recorded_file(path: Path) -> str:
     return path_text(os.path.abspath(path))
 
 
-def file_format(name: str | Path) -> str | None:
-    """`text`, `markdown` or `html` by the name's suffix; None for a file not ingested."""
-    return SUFFIXES.get(Path(name).suffix.lower())
-
-
 def split_file(path: Path, source: str, max_chars: int = MAX_CHARS) -> list[Passage]:
     """The passages of one file, by its suffix, each recording the file's absolute path."""
     check_max_chars(max_chars)
-    kind = file_format(path)
+    kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise InvalidInputError(f"{path}: unsupported file type {path.suffix or '(none)'}")
     file = recorded_file(path)

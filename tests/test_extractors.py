@@ -22,6 +22,7 @@ from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import InvalidInputError
 from graphstore.ingest import hyperlink_linker, ingest
 from graphstore.links import Link
+from graphstore.markdown import passage_markups
 from graphstore.store import GraphStore
 from graphstore.testing.embeddings import KeyedEmbeddings
 
@@ -208,12 +209,20 @@ def test_markdown_links_inline_reference_and_autolinks_not_images_or_code():
         ("<a href=\"one.md\">1</a> <A HREF='two.md'>2</A> <a name=x href=three.md>", None),
         ('[p](my plan.md) [t](title.md "T") [u](title2.md (T))', {"title.md", "title2.md"}),
         ("text cut from an earlier passage](cut.md) then \\](no.md) z](no2.md)", {"cut.md"}),
+        ("Use `<!--` to start.\n\nSee [docs](docs.md).\n\nAnd `-->` ends it.", {"docs.md"}),
+        ("`C:\\` then [x](y.md) and `z`", {"y.md"}),
+        ("\\![x](y.md)", {"y.md"}),
+        ("Wow ![ unclosed\n\nLater [x](y.md)", {"y.md"}),
+        ("[x](foo[y](z.md)", {"z.md"}),
+        ("[Note]: see [the guide](guide.md) first.", {"guide.md"}),
+        ('[a]: first.md "A title"\n[a]', {"first.md"}),
     ],
 )
 def test_markdown_links_as_commonmark_reads_them(markdown, targets):
     """Escapes, HTML comments, nested links, links in image descriptions, fences of four
-    backticks, footnotes, lone backticks, `<…>` and quoted or listed definitions, and HTML
-    anchors each used to give a wrong or a missing link."""
+    backticks, footnotes, lone backticks, `<…>` and quoted or listed definitions, HTML
+    anchors, a backslash in a code span, an unclosed image, a target broken by `[`, and a
+    line that only starts like a definition each used to give a wrong or a missing link."""
     found = markdown_targets(markdown)
     if targets is None:  # one target per `.md` named
         targets = {word for word in re.findall(r"[a-z]+\.md", markdown)}
@@ -284,4 +293,27 @@ async def test_markdown_links_are_read_in_their_file_and_resolved_from_it(tmp_pa
         "docs/guide.md#3": set(),
     }
     assert all(Link.incoming("hyperlink", "docs/guide.md") in node.links for node in nodes)
+    await store.aclose()
+
+
+def test_a_passage_reads_its_files_first_definition_of_a_label():
+    """A file's definitions followed each passage's text, so a passage's own later
+    definition of a label won over the file's first (CommonMark: the first wins)."""
+    texts = ["[a]: first.md", "See [a].\n\n[a]: second.md"]
+    [_, second] = passage_markups(texts)
+    assert markdown_targets(second.text, second.definitions) == {"first.md"}
+    assert markdown_targets("\n\n".join(texts)) == {"first.md"}
+
+
+async def test_links_to_folders_and_other_hosts_are_named_as_upstream_or_dropped(tmp_path):
+    """A link to the root folder (`..`, `../`) gave an empty tag once resolved against the
+    file and stopped the ingest; `//example.com/x` became `example.com/x`, a local name."""
+    docs = tmp_path / "proj" / "docs"
+    docs.mkdir(parents=True)
+    (docs / "a.md").write_text("[back](..) [up](../) [there](//example.com/x)\n")
+    (docs / "b.html").write_text('<p><a href="../">up</a> <a href="//example.com/x">x</a></p>')
+    store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(":memory:"))
+    await ingest(store, [docs], linkers=[hyperlink_linker()], root=tmp_path / "proj")
+    for node in await store.aget(["docs/a.md#0", "docs/b.html#0"]):
+        assert {link.tag for link in node.links if link.is_outgoing} == {"//example.com/x"}
     await store.aclose()

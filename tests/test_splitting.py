@@ -82,7 +82,7 @@ def test_long_paragraphs_are_cut_at_sentences_as_written():
     assert "".join(chunks) == chinese
     assert all(chunk.endswith("他说。") for chunk in chunks)
     english = "First sentence here. Second one!  Third?\nFourth line."
-    assert pack([english], 25) == ["First sentence here.", "Second one! Third?", "Fourth line."]
+    assert pack([english], 25) == ["First sentence here.", "Second one!  Third?", "Fourth line."]
 
 
 def test_a_dot_inside_a_word_ends_no_sentence():
@@ -95,6 +95,16 @@ def test_a_dot_inside_a_word_ends_no_sentence():
         "Done!",
     ]
     assert pack(["v1.2.3 of x.md... then? more"], 12) == ["v1.2.3 of", "x.md...", "then? more"]
+
+
+def test_a_cut_paragraph_keeps_its_line_breaks():
+    """Cut pieces were joined by a space: a fenced code block longer than a passage lost its
+    line breaks, its closing fence ran on after code, and every later passage of the file
+    read as code (its links lost)."""
+    code = "\n".join(["```sh", *(f"echo step {i} is done." for i in range(30)), "```"])
+    chunks = pack([f"Run:\n{code}\nThen [the guide](guide.md)."], 300)
+    assert "\n".join(chunks) == f"Run:\n{code}\nThen [the guide](guide.md)."
+    assert chunks[-1].endswith("is done.\n```\nThen [the guide](guide.md).")
 
 
 @pytest.mark.parametrize(
