@@ -23,11 +23,16 @@ from dataclasses import dataclass, field
 from extractors.base import LinkExtractor
 from extractors.html_links import page_links
 from graphstore.links import Link
-from graphstore.markdown import MAX_LABEL, definition, definitions, link_label, prose_lines
+from graphstore.markdown import (
+    MAX_LABEL,
+    MAX_TARGET,
+    definition,
+    definitions,
+    link_label,
+    prose_lines,
+)
 
-MAX_TARGET = 2048
-"""The longest link target read, in characters: a longer one is no link."""
-AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]{0,2048})>")
+AUTOLINK = re.compile(rf"<([A-Za-z][A-Za-z0-9+.-]{{1,31}}:[^\s<>]{{0,{MAX_TARGET}}})>")
 ANCHOR = re.compile(
     r"<a\s[^<>]*?\bhref\s*=\s*(?:\"([^\"<>]*)\"|'([^'<>]*)'|([^\s\"'<>]+))", re.IGNORECASE
 )

@@ -3,8 +3,8 @@ reference definitions and their labels (CommonMark's rules, as far as links need
 
 A file is split into passages, but a code fence or a link definition belongs to the file:
 `passage_markups` gives each passage as it reads in its file, so its links can be read
-without the rest of the file.  Every scan here is linear in the text
-(files are user input).
+without the rest of the file.  Every scan here is linear in the text (files are user
+input).
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from dataclasses import dataclass
 FENCE = re.compile(r" {0,3}(`{3,}+|~{3,}+)")
 MAX_LABEL = 999
 """The longest link label CommonMark allows, in characters."""
+MAX_TARGET = 2048
+"""The longest link target read, in characters: a longer one is no link."""
 DEFINITION = re.compile(
     r"(?:[ \t]*+>)*+[ \t]*+(?:[-*+][ \t]++|\d{1,9}[.)][ \t]++)?"
-    r"\[([^\[\]]{1,999})\]:[ \t]*+(<[^<>\n]{0,2048}>|\S{1,2048}+)"
+    rf"\[([^\[\]]{{1,{MAX_LABEL}}})\]:[ \t]*+(<[^<>\n]{{0,{MAX_TARGET}}}>|\S{{1,{MAX_TARGET}}}+)"
     r"(?:[ \t]++(?:\"[^\"\n]*+\"|'[^'\n]*+'|\([^()\n]*+\)))?+[ \t]*+$"
 )
 """A link reference definition line `[label]: target "title"` (in a block quote or a list
