@@ -90,9 +90,11 @@ class MarkdownMarkup:
     definitions: Mapping[str, str]
 
 
-def passage_markups(texts: Sequence[str]) -> list[MarkdownMarkup]:
-    """The passages of one Markdown file (their texts, in order) as they read in the file."""
-    defined = definitions("\n".join(texts))
+def passage_markups(file_text: str, texts: Sequence[str]) -> list[MarkdownMarkup]:
+    """The passages of one Markdown file (`file_text`; the passages' texts, in order) as
+    they read in the file.  Definitions come from the file as written, since a passage may
+    end inside a definition's line."""
+    defined = definitions(file_text)
     markups = []
     fence = ""
     for text in texts:

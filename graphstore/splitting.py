@@ -317,7 +317,7 @@ def split_markdown(source: str, text: str, max_chars: int) -> list[Passage]:
         else:
             sections[-1][1].append(line)
     passages = _pack_sections(source, sections, max_chars)
-    markups = passage_markups([passage.text for passage in passages])
+    markups = passage_markups(text, [passage.text for passage in passages])
     return [replace(p, markup=markup) for p, markup in zip(passages, markups, strict=True)]
 
 

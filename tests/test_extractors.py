@@ -22,7 +22,8 @@ from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import InvalidInputError
 from graphstore.ingest import hyperlink_linker, ingest
 from graphstore.links import Link
-from graphstore.markdown import passage_markups
+from graphstore.markdown import MarkdownMarkup, passage_markups
+from graphstore.splitting import split_markdown
 from graphstore.store import GraphStore
 from graphstore.testing.embeddings import KeyedEmbeddings
 
@@ -300,9 +301,22 @@ def test_a_passage_reads_its_files_first_definition_of_a_label():
     """A file's definitions followed each passage's text, so a passage's own later
     definition of a label won over the file's first (CommonMark: the first wins)."""
     texts = ["[a]: first.md", "See [a].\n\n[a]: second.md"]
-    [_, second] = passage_markups(texts)
+    [_, second] = passage_markups("\n\n".join(texts), texts)
     assert markdown_targets(second.text, second.definitions) == {"first.md"}
     assert markdown_targets("\n\n".join(texts)) == {"first.md"}
+
+
+def test_a_definition_cut_by_the_splitter_still_defines_its_label():
+    """Definitions were read from the passages' texts, and a long run of definition lines
+    is cut at a space, which may be the one after `[label]:`."""
+    text = "\n".join(f"[l{i}]: target{i}.md" for i in range(2000)) + "\n\n"
+    text += " ".join(f"[l{i}]" for i in range(2000))
+    markups = [p.markup for p in split_markdown("a.md", text, 1000)]
+    read = [
+        markdown_targets(m.text, m.definitions) for m in markups if isinstance(m, MarkdownMarkup)
+    ]
+    assert len(read) == len(markups) > 1
+    assert set().union(*read) == {f"target{i}.md" for i in range(2000)}
 
 
 async def test_links_to_folders_and_other_hosts_are_named_as_upstream_or_dropped(tmp_path):
