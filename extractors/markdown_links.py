@@ -69,21 +69,21 @@ def _outside_code_spans(line: str) -> str:
     backslash opens one when a run of the same length follows it (escapes do not work
     inside, so any such run closes it); a lone backtick is text."""
     runs = [(found.start(), found.end()) for found in BACKTICKS.finditer(line)]
-    later: dict[int, list[int]] = {}
+    closing: list[int | None] = [None] * len(runs)
+    last: dict[int, int] = {}  # run length -> the next run of that length seen so far
     for index in reversed(range(len(runs))):
-        later.setdefault(runs[index][1] - runs[index][0], []).append(index)
+        start, end = runs[index]
+        closing[index] = last.get(end - start)
+        last[end - start] = index
     pieces = []
     kept_from = 0
     index = 0
     while index < len(runs):
-        start, end = runs[index]
-        same = later[end - start]
-        while same and same[-1] <= index:
-            same.pop()
-        if same and not _escaped(line, start):
-            closing = same.pop()
+        start = runs[index][0]
+        closed = closing[index]
+        if closed is not None and not _escaped(line, start):
             pieces.append(line[kept_from:start])
-            kept_from, index = runs[closing][1], closing + 1
+            kept_from, index = runs[closed][1], closed + 1
         else:
             index += 1
     return " ".join([*pieces, line[kept_from:]])

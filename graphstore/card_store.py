@@ -11,7 +11,6 @@ passages; a card passage links out to the other cards it names.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,8 +26,8 @@ from graphstore.ingest import (
     file_scope,
     ingest,
     ingest_root,
+    owned_elsewhere,
     recorded_within,
-    same_file,
     source_name,
     stale,
     text_linker,
@@ -83,12 +82,7 @@ def _replaceable(stored: Card, card: Card, read: Collection[str]) -> bool:
     `put_card`).  A card stored before cards recorded their file is replaced only from
     the same source name, since its file cannot be told."""
     if stored.file:
-        return (
-            stored.file == card.file
-            or stored.file in read
-            or not os.path.isfile(stored.file)
-            or same_file(stored.file, card.file)
-        )
+        return stored.file in read or not owned_elsewhere(stored.file, card.file)
     return not stored.source or stored.source == card.source
 
 

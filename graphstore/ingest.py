@@ -147,11 +147,17 @@ def check_ids_free(planned: Mapping[str, str], stored: Mapping[str, str]) -> Non
     is replaced."""
     for passage_id, file in planned.items():
         other = stored.get(passage_id)
-        if other and other != file and os.path.isfile(other) and not same_file(other, file):
+        if other and owned_elsewhere(other, file):
             raise InvalidInputError(
                 f"{file} would overwrite passage {passage_id} of {other}; ingest one of them "
                 "with another --root so that their ids differ"
             )
+
+
+def owned_elsewhere(recorded: str, file: str) -> bool:
+    """Whether what was stored from the file `recorded` belongs to another file than `file`
+    that still exists, and so may not be replaced from `file`."""
+    return recorded != file and os.path.isfile(recorded) and not same_file(recorded, file)
 
 
 def same_file(one: str, other: str) -> bool:

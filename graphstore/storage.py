@@ -186,7 +186,8 @@ class Storage(ABC):
 
     @abstractmethod
     async def node_ids(self) -> list[str]:
-        """Every node id: a full scan, for maintenance (an ingest removing stale passages)."""
+        """Every node id: a full scan, for maintenance (a card ingest finding the stored
+        cards)."""
 
     @abstractmethod
     async def metadata_values(self, key: str) -> dict[str, object]:
