@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from graphstore.errors import InvalidInputError
+from graphstore.relevance import STRUCTURAL_KINDS
 
 MAX_K = 1000
 """Largest k anywhere: Cassandra's SAI refuses ANN queries with LIMIT above 1000."""
@@ -39,6 +40,17 @@ def check_fraction(name: str, value: Any) -> float:
     if not 0.0 <= value <= 1.0:
         raise InvalidInputError(f"{name} must be between 0 and 1, got {value}")
     return float(value)
+
+
+def check_kinds(name: str, value: Any) -> frozenset[str]:
+    """Validate a collection of link kinds, such as `structural_kinds` (a single string is
+    refused: it would read as a set of its characters)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidInputError(f"{name} must be a collection of link kinds, such as ['hierarchy']")
+    kinds = frozenset(value)
+    if not all(isinstance(kind, str) and kind for kind in kinds):
+        raise InvalidInputError(f"{name} must hold non-empty strings")
+    return kinds
 
 
 def check_options(options: Iterable[str], known: Iterable[str]) -> None:
@@ -76,7 +88,8 @@ class Strategy:
     first, the next-nearest passages join as roots.  With `expand_k` 0 only
     selected passages are expanded: classic MMR traversal.  One expansion admits at most
     `max_candidates_per_step` new passages (the most relevant; default
-    `max(fetch_k, adjacent_k)`).
+    `max(fetch_k, adjacent_k)`).  A hop over a link whose kind is in `structural_kinds`
+    passes no relevance (`relevance.STRUCTURAL_KINDS`).
     """
 
     k: int = 5
@@ -88,6 +101,7 @@ class Strategy:
     damping: float = 0.8
     score_threshold: float = float("-inf")
     max_candidates_per_step: int | None = None
+    structural_kinds: frozenset[str] = STRUCTURAL_KINDS
 
     def checked(self, *, has_initial_roots: bool = False) -> Strategy:
         """This strategy validated, with the step cap filled in; one-line errors."""
@@ -112,6 +126,7 @@ class Strategy:
             damping=float(self.damping),
             score_threshold=float(threshold),
             max_candidates_per_step=cap,
+            structural_kinds=check_kinds("structural_kinds", self.structural_kinds),
         )
 
     def with_options(self, **options: Any) -> Strategy:

@@ -337,7 +337,8 @@ class _Search:
                 parent = max(tag_carriers, key=self._passed_on)
             parent_relevance = self._relevance(parent)
             how = reached[parent]
-            share = hop_share(tag_weight(size), strategy.damping, how.depth)
+            structural = tag[0] in strategy.structural_kinds
+            share = 0.0 if structural else hop_share(tag_weight(size), strategy.damping, how.depth)
             for hit in tag_hits:
                 if hit.id == parent:  # reached from itself: nothing new
                     continue
@@ -346,13 +347,14 @@ class _Search:
                 if known is None:
                     best = new.get(hit.id)
                     if best is None or relevance > best[0]:
-                        shared = is_shared(tag, size, hit.outgoing)
+                        shared = structural or is_shared(tag, size, hit.outgoing)
                         new[hit.id] = (relevance, hit, tag, how, None if shared else parent)
                     continue
                 if hit.id in anchors:
                     continue
                 if (
                     hit.id in selector
+                    and not structural
                     and not is_shared(tag, size, hit.outgoing)
                     and selector.raise_relevance(hit.id, relevance)
                 ):

@@ -33,7 +33,7 @@ NAMES = {
 }
 
 
-async def test_prompt_context_covers_more_characters_than_plain_similarity(backend, shared_data):
+async def test_prompt_context_names_the_scene_and_hub_tags_pass_little(backend, shared_data):
     from graphstore.embeddings import load_embeddings
 
     text = (shared_data / "chinese_novels" / "西游记.txt").read_text(encoding="utf-8")
@@ -55,8 +55,11 @@ async def test_prompt_context_covers_more_characters_than_plain_similarity(backe
     assert traversal.tokens <= budget
     assert similar.tokens <= budget
     assert any(hit.via is not None for hit in traversal.hits)
+    assert characters(traversal) >= mentions.mentioned(scene) == {"孙悟空", "白骨精"}
     # In one chapter every passage names the pilgrims, so their tags are hubs that pass on
-    # little relevance: the default search keeps every character similarity finds.  (The
-    # old default, MMR at lambda 0.5, covered more of them by diversity alone, and lost the
-    # second passage of multi-hop questions for it.)
-    assert characters(traversal) >= characters(similar)
+    # little relevance: no passage's score is more than a hundredth above its similarity
+    # (e5's similarities to the scene lie within 0.02 of each other here).  Which of the
+    # nearly tied passages fit the budget, and so which minor names the context holds,
+    # turns on differences of 1e-4 that vary with the CPU: on one machine the context
+    # holds every name plain similarity's does, on another it misses 花果山.
+    assert all(hit.score - hit.similarity < 0.01 for hit in traversal.hits)
