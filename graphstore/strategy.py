@@ -47,10 +47,10 @@ def check_kinds(name: str, value: Any) -> frozenset[str]:
     refused: it would read as a set of its characters)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise InvalidInputError(f"{name} must be a collection of link kinds, such as ['hierarchy']")
-    kinds = frozenset(value)
+    kinds = list(value)
     if not all(isinstance(kind, str) and kind for kind in kinds):
         raise InvalidInputError(f"{name} must hold non-empty strings")
-    return kinds
+    return frozenset(kinds)
 
 
 def check_options(options: Iterable[str], known: Iterable[str]) -> None:

@@ -321,6 +321,7 @@ async def test_reading_ahead_changes_no_result_and_saves_round_trips(backend):
         ({"filter": "a=1"}, "filter must be a dict"),
         ({"structural_kinds": "hierarchy"}, "structural_kinds must be a collection"),
         ({"structural_kinds": [""]}, "structural_kinds must hold non-empty strings"),
+        ({"structural_kinds": [["hierarchy"]]}, "structural_kinds must hold non-empty strings"),
     ],
 )
 async def test_bad_search_parameters_are_refused(backend, options, message):
