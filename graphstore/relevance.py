@@ -11,7 +11,8 @@ rest, and relevance never drops below that similarity, so a link can only raise 
 Each hop after the first from a root passes on less (`hop_share`).
 A tag the passage shares (a keyword) rather than one that cites it (a mention) only brings
 new passages in: it raises none already found (`is_shared`).  A link of a structural kind
-(`STRUCTURAL_KINDS`: section paths) brings passages in with no relevance at all.
+(`STRUCTURAL_KINDS`: section paths) brings passages in at their own similarity: it passes
+no relevance.
 """
 
 from __future__ import annotations

@@ -354,7 +354,7 @@ class _Search:
                     continue
                 if (
                     hit.id in selector
-                    and not structural
+                    and not structural  # not even by a rounding difference between cosines
                     and not is_shared(tag, size, hit.outgoing)
                     and selector.raise_relevance(hit.id, relevance)
                 ):

@@ -523,6 +523,8 @@ async def test_a_parent_section_ranks_by_its_own_similarity(backend):
     intro = next(c for c in stats.unselected if c.id == "intro")
     assert (intro.depth, intro.path) == (1, (("hierarchy", "p:doc/ch"),))
     assert intro.score == pytest.approx(0.3, abs=1e-3)  # its own similarity: nothing inherited
+    # Nor is it cited by S1: its likeness to S1 (0.3), not only to N (0.24), is redundancy.
+    assert intro.mmr_score == pytest.approx(0.9 * 0.3 - 0.1 * 0.3, abs=1e-3)
     # As a citation (the rule before), the introduction inherits S1's relevance and wins.
     cited = await store.asearch("q", k=2, structural_kinds=[])
     assert [(h.node.id, h.depth) for h in cited] == [("S1", 0), ("intro", 1)]
