@@ -10,7 +10,7 @@ a large share of the store (a common keyword) passes little.  Its own similarity
 rest, and relevance never drops below that similarity, so a link can only raise a passage.
 Each hop after the first from a root passes on less (`hop_share`).
 A tag the passage shares (a keyword) rather than one that cites it (a mention) only brings
-new passages in: it raises none already found (`is_shared`).  A link of a structural kind
+new passages in: it raises none already found (`is_citation`).  A link of a structural kind
 (`STRUCTURAL_KINDS`: section paths) brings passages in at their own similarity: it passes
 no relevance.
 """
@@ -64,19 +64,27 @@ def path_relevance(parent: float, similarity: float, share: float) -> float:
     return max(similarity, share * parent + (1.0 - share) * similarity)
 
 
-def is_shared(tag: TagKey, tag_size: int, outgoing: frozenset[TagKey]) -> bool:
-    """Whether a passage reached over `tag` shares it with others (a keyword: it links out
-    on the tag too, and the tag leads to more than it) rather than being cited by it (a
-    mention, a hyperlink: the tag names this passage).
+def is_citation(
+    tag: TagKey, tag_size: int, outgoing: frozenset[TagKey], structural_kinds: frozenset[str]
+) -> bool:
+    """Whether a passage reached over `tag` is cited by it (a mention, a hyperlink: the tag
+    names this passage), rather than sharing it with others (a keyword: the passage links out
+    on the tag too, and the tag leads to more than it) or sitting under it (a link of one of
+    `structural_kinds`, a section path).
 
-    The two kinds of hop say different things.  A citation is evidence the passage itself
-    does not carry: the passage that names it is relevant, so what it names may be, however
-    unlike the query it reads.  A shared tag mostly says the two passages are about the same
-    thing, which their embeddings already measure: such a hop brings a passage in as a
-    candidate, but does not raise one already there (on the dev sets, raising them reordered
-    the nearest passages at random, and adding keyword links to mention links cost recall).
+    The kinds of hop say different things.  A citation is evidence the passage itself does
+    not carry: the passage that names it is relevant, so what it names may be, however unlike
+    the query it reads; only a citation raises a passage already found, and in MMR the cited
+    passage's likeness to the one citing it is no redundancy.  A shared tag mostly says the
+    two passages are about the same thing, which their embeddings already measure: such a hop
+    brings a passage in as a candidate, but does not raise one already there (on the dev sets,
+    raising them reordered the nearest passages at random, and adding keyword links to mention
+    links cost recall).  A structural hop passes no relevance at all (`STRUCTURAL_KINDS`), so
+    it raises nothing either, not even by a rounding difference between cosines.
     Decided from the tag's size and the passage's outgoing tags, so every backend decides
     alike: the embedded backend's hits leave out only tags that lead to no other passage,
     and a tag of more than one passage is never one of those.
     """
-    return tag_size > 1 and tag in outgoing
+    if tag[0] in structural_kinds:
+        return False
+    return not (tag_size > 1 and tag in outgoing)

@@ -22,7 +22,7 @@ from graphstore.filters import Condition, matches
 from graphstore.links import TagKey, outgoing_tags
 from graphstore.mmr import MmrSelector, Selection
 from graphstore.nodes import Candidate, Hit, Node, TagHit, Vector
-from graphstore.relevance import hop_share, is_shared, path_relevance, tag_weight
+from graphstore.relevance import hop_share, is_citation, path_relevance, tag_weight
 from graphstore.storage import Storage
 from graphstore.strategy import MAX_K, Strategy
 
@@ -330,6 +330,7 @@ class _Search:
         # it came from over that tag, and that parent when the tag cites the candidate.
         new: dict[str, tuple[float, TagHit, TagKey, _Reached, str | None]] = {}
         reached, anchors, selector = self.reached, self.anchors, self.selector
+        kinds = strategy.structural_kinds
         for tag, (tag_hits, size) in zip(tags, pages, strict=True):
             tag_carriers = carriers[tag]
             parent = tag_carriers[0]
@@ -337,7 +338,7 @@ class _Search:
                 parent = max(tag_carriers, key=self._passed_on)
             parent_relevance = self._relevance(parent)
             how = reached[parent]
-            structural = tag[0] in strategy.structural_kinds
+            structural = tag[0] in kinds
             share = 0.0 if structural else hop_share(tag_weight(size), strategy.damping, how.depth)
             for hit in tag_hits:
                 if hit.id == parent:  # reached from itself: nothing new
@@ -347,15 +348,14 @@ class _Search:
                 if known is None:
                     best = new.get(hit.id)
                     if best is None or relevance > best[0]:
-                        shared = structural or is_shared(tag, size, hit.outgoing)
-                        new[hit.id] = (relevance, hit, tag, how, None if shared else parent)
+                        cites = is_citation(tag, size, hit.outgoing, kinds)
+                        new[hit.id] = (relevance, hit, tag, how, parent if cites else None)
                     continue
                 if hit.id in anchors:
                     continue
                 if (
                     hit.id in selector
-                    and not structural  # not even by a rounding difference between cosines
-                    and not is_shared(tag, size, hit.outgoing)
+                    and is_citation(tag, size, hit.outgoing, kinds)
                     and selector.raise_relevance(hit.id, relevance)
                 ):
                     self.raised[hit.id] = (*how.path, tag)

@@ -1,0 +1,50 @@
+"""The pure rules of path-aware relevance, apart from any store."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphstore.relevance import (
+    STRUCTURAL_KINDS,
+    hop_share,
+    is_citation,
+    path_relevance,
+    tag_weight,
+)
+
+MENTION = ("mention", "Paris")
+KEYWORD = ("kw", "river")
+SECTION = ("hierarchy", "guide/errors")
+
+
+def test_a_tag_naming_one_passage_cites_it() -> None:
+    assert is_citation(MENTION, 1, frozenset(), STRUCTURAL_KINDS)
+
+
+def test_a_tag_the_passage_shares_with_others_does_not_cite_it() -> None:
+    assert not is_citation(KEYWORD, 3, frozenset({KEYWORD}), STRUCTURAL_KINDS)
+
+
+def test_a_tag_of_many_passages_that_the_passage_does_not_link_out_on_cites_it() -> None:
+    assert is_citation(MENTION, 4, frozenset({KEYWORD}), STRUCTURAL_KINDS)
+
+
+def test_a_structural_link_cites_nothing_unless_its_kind_is_dropped() -> None:
+    assert not is_citation(SECTION, 1, frozenset(), STRUCTURAL_KINDS)
+    assert is_citation(SECTION, 1, frozenset(), frozenset())
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 1000])
+def test_a_tag_passes_less_the_more_passages_it_leads_to(size: int) -> None:
+    assert tag_weight(size) == pytest.approx(1.0 / size)
+    assert tag_weight(size + 1) < tag_weight(size)
+
+
+def test_only_hops_after_the_first_are_damped() -> None:
+    assert hop_share(0.5, 0.25, 0) == 0.5
+    assert hop_share(0.5, 0.25, 2) == pytest.approx(0.5 * 0.25**2)
+
+
+def test_a_link_never_lowers_a_passage_below_its_own_similarity() -> None:
+    assert path_relevance(0.2, 0.6, 1.0) == 0.6
+    assert path_relevance(0.9, 0.1, 0.5) == pytest.approx(0.5)
