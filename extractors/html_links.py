@@ -3,11 +3,14 @@
 The tags of LangChain's `HtmlLinkExtractor` (relative hrefs resolved against the page URL,
 fragments dropped by default, non-web schemes and self-links skipped), except that the path
 is percent-decoded on both sides (`page_tag`): `f%20g.html` and `%E4%B8%AD.html` cite the
-pages `f g.html` and `中.html`, whose in-tags upstream never meet.
+pages `f g.html` and `中.html`, whose in-tags upstream never meet; and composed in Unicode
+(NFC), so a file whose name is stored decomposed (`cafe\u0301.md`, as older macOS wrote
+names) is the page a link spelling it composed cites.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urldefrag, urljoin, urlparse, urlsplit, urlunsplit
@@ -31,11 +34,13 @@ class HtmlInput:
 def page_tag(url: str, drop_fragments: bool = True) -> str:
     """The tag of the page at `url`, for its in-link and every out-link to it alike: the
     path percent-decoded, since a link may spell a file name either way (a byte that is not
-    UTF-8 becomes `\\xNN`, as in the source names of `graphstore.ingest`)."""
+    UTF-8 becomes `\\xNN`, as in the source names of `graphstore.ingest`), and composed
+    (NFC), since a file system may store a name decomposed that a link spells composed."""
     if drop_fragments:
         url = urldefrag(url).url
     parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=unquote(parts.path, errors="backslashreplace")))
+    path = unicodedata.normalize("NFC", unquote(parts.path, errors="backslashreplace"))
+    return urlunsplit(parts._replace(path=path))
 
 
 def page_url(source: str) -> str:

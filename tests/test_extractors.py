@@ -147,6 +147,23 @@ async def test_ingested_pages_linked_by_encoded_or_non_ascii_names_are_neighbour
     await store.aclose()
 
 
+async def test_a_page_named_decomposed_is_the_page_a_composed_link_cites(tmp_path):
+    """A file name stored decomposed (NFD, as older macOS wrote names) used to be another
+    page than the same name spelled composed (NFC) in a link, so the link led nowhere."""
+    (tmp_path / "cafe\u0301.md").write_text("# Café\n\nThe café opens at nine.\n")
+    (tmp_path / "index.md").write_text("See [the café](caf\u00e9.md) and [again](caf%C3%A9.md).\n")
+    store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(":memory:"))
+    await ingest(store, [tmp_path], linkers=[hyperlink_linker()], root=tmp_path)
+    [index] = await store.aget(["index.md#0"])
+    assert {link.tag for link in index.links if link.is_outgoing} == {"caf\u00e9.md"}
+    hits = await store.atraversal_search(index.text, k=2, start_k=1, depth=1)
+    assert [(hit.node.id, hit.depth) for hit in hits] == [
+        ("index.md#0", 0),
+        ("cafe\u0301.md#0", 1),
+    ]
+    await store.aclose()
+
+
 def test_markdown_links_inline_reference_and_autolinks_not_images_or_code():
     text = "\n".join(
         [
