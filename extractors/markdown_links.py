@@ -99,8 +99,8 @@ def _target(prose: str, start: int) -> tuple[str | None, int]:
     """The inline link target that starts at `start` (after `](`) and where the scan goes
     on: `<…>`, or up to a space, a `[` or the `)` that closes the link (balanced
     parentheses are part of it; a backslash escapes the next character).  None when a `)`
-    or a title does not follow: then it is no link, and the scan goes on after what was
-    read."""
+    or a closed title and `)` do not follow: then it is no link, and the scan goes on after
+    what was read."""
     while start < len(prose) and prose[start].isspace():
         start += 1
     if prose.startswith("<", start):
@@ -128,8 +128,45 @@ def _target(prose: str, start: int) -> tuple[str | None, int]:
     after = end
     while after < len(prose) and prose[after].isspace():
         after += 1
-    titled = end < after < len(prose) and prose[after] in TITLE_OPENERS
-    return (target if titled or prose.startswith(")", after) else None), end
+    if end < after < len(prose) and prose[after] in TITLE_OPENERS:
+        closed, end = _past_title(prose, after)
+        return (target if closed else None), end
+    return (target if prose.startswith(")", after) else None), end
+
+
+def _past_title(prose: str, start: int) -> tuple[bool, int]:
+    """Whether the link title that opens at `start` (`"…"`, `'…'` or `(…)`, in its
+    paragraph, a backslash escaping the next character) closes and the link's `)` follows
+    it, and where the scan goes on: after that `)`, so a bracket in the title is no link;
+    else at the first `[` the title read, where a link may start (else where it stopped).
+    A title ends at the first closer of its kind, so each character is read by at most one
+    title of each kind and the scan stays linear."""
+    closer = ")" if prose[start] == "(" else prose[start]
+    first_bracket = None
+    index = start + 1
+    limit = min(len(prose), index + MAX_TARGET)
+    while index < limit:
+        char = prose[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == closer:
+            index += 1
+            while index < len(prose) and prose[index] in " \t":
+                index += 1
+            if prose.startswith("\n", index) and not _paragraph_ends(prose, index + 1):
+                index += 1
+                while index < len(prose) and prose[index] in " \t":
+                    index += 1
+            if prose.startswith(")", index):
+                return True, index + 1
+            break
+        if (char == "(" and closer == ")") or (char == "\n" and _paragraph_ends(prose, index + 1)):
+            break
+        if char == "[" and first_bracket is None:
+            first_bracket = index
+        index += 1
+    return False, index if first_bracket is None else first_bracket
 
 
 def _paragraph_ends(prose: str, index: int) -> bool:

@@ -234,13 +234,20 @@ def test_markdown_links_inline_reference_and_autolinks_not_images_or_code():
         ("[x](foo[y](z.md)", {"z.md"}),
         ("[Note]: see [the guide](guide.md) first.", {"guide.md"}),
         ('[a]: first.md "A title"\n[a]', {"first.md"}),
+        ('[x](a.md "unclosed) and [y](b.md)', {"b.md"}),
+        (
+            '[a](b.md "see [c](d.md)") [e](f.md \'t\'\n  ) [g](h.md "t\nu")',
+            {"b.md", "f.md", "h.md"},
+        ),
+        ('[a](b.md "t" x) [c](d.md (t (u))) [e](f.md "t\n\nv")', set()),
     ],
 )
 def test_markdown_links_as_commonmark_reads_them(markdown, targets):
     """Escapes, HTML comments, nested links, links in image descriptions, fences of four
     backticks, footnotes, lone backticks, `<…>` and quoted or listed definitions, HTML
-    anchors, a backslash in a code span, an unclosed image, a target broken by `[`, and a
-    line that only starts like a definition each used to give a wrong or a missing link."""
+    anchors, a backslash in a code span, an unclosed image, a target broken by `[`, a
+    line that only starts like a definition, and a title that does not close (or a link in
+    a title) each used to give a wrong or a missing link."""
     found = markdown_targets(markdown)
     if targets is None:  # one target per `.md` named
         targets = {word for word in re.findall(r"[a-z]+\.md", markdown)}
@@ -255,6 +262,8 @@ def test_markdown_link_scan_reads_each_character_once_on_hostile_lines():
     assert _target(hostile, 50_002) == (None, 50_002 + MAX_TARGET)
     assert list(_inline_targets(hostile + " [ok](ok.md)")) == ["ok.md"]
     assert markdown_targets(hostile + "(" * 50_000 + "<a:" * 20_000 + " [ok](ok.md)") == {"ok.md"}
+    titles = '[x](a "[' * 20_000 + "[y](b '" + "z" * 50_000 + " [ok](ok.md)"
+    assert markdown_targets(titles) == {"ok.md"}
 
 
 async def test_markdown_html_and_text_files_link_to_each_other_by_name(tmp_path):
