@@ -3,9 +3,8 @@
 The tags of LangChain's `HtmlLinkExtractor` (relative hrefs resolved against the page URL,
 fragments dropped by default, non-web schemes and self-links skipped), except that the path
 is percent-decoded on both sides (`page_tag`): `f%20g.html` and `%E4%B8%AD.html` cite the
-pages `f g.html` and `中.html`, whose in-tags upstream never meet; and composed in Unicode
-(NFC), so a file whose name is stored decomposed (`cafe\u0301.md`, as older macOS wrote
-names) is the page a link spelling it composed cites.
+pages `f g.html` and `中.html`, whose in-tags upstream never meet; and the path of a local
+page (a file) is composed in Unicode (`local_page_path`).
 """
 
 from __future__ import annotations
@@ -31,15 +30,29 @@ class HtmlInput:
     base_url: str
 
 
+LOCAL_SCHEMES = ("", "file")
+"""The schemes of pages that are files: a relative URL (an ingested page's) or `file:`."""
+
+
+def local_page_path(path: str) -> str:
+    """A file's path as the tags of its page name it: composed (Unicode NFC), since a file
+    system may store a name decomposed (`cafe\\u0301.md`, as older macOS wrote names) that a
+    link spells composed (`café.md`).  A web server may serve the two spellings as two
+    pages, so the paths of `http(s)` URLs are kept as written."""
+    return unicodedata.normalize("NFC", path)
+
+
 def page_tag(url: str, drop_fragments: bool = True) -> str:
     """The tag of the page at `url`, for its in-link and every out-link to it alike: the
     path percent-decoded, since a link may spell a file name either way (a byte that is not
-    UTF-8 becomes `\\xNN`, as in the source names of `graphstore.ingest`), and composed
-    (NFC), since a file system may store a name decomposed that a link spells composed."""
+    UTF-8 becomes `\\xNN`, as in the source names of `graphstore.ingest`), and a file's
+    path composed (`local_page_path`)."""
     if drop_fragments:
         url = urldefrag(url).url
     parts = urlsplit(url)
-    path = unicodedata.normalize("NFC", unquote(parts.path, errors="backslashreplace"))
+    path = unquote(parts.path, errors="backslashreplace")
+    if parts.scheme in LOCAL_SCHEMES:
+        path = local_page_path(path)
     return urlunsplit(parts._replace(path=path))
 
 

@@ -8,8 +8,9 @@ autolinks `<https://…>` and HTML anchors `<a href="…">`.  Not found: images 
 and links in their descriptions, the outer one of nested links, escaped brackets, anything in
 code (fenced blocks, code spans) or in an HTML comment.  Indented code blocks are read as
 text, since a nested list is indented the same way, and so is a code span that wraps over
-lines.  The scan is linear in the text (passages come from user files): each character is
-read once, and a target for at most `MAX_TARGET` characters.  A passage's reference links
+lines.  The scan is linear in the text (passages come from user files): it reads each
+character once, a target reads at most `MAX_TARGET` more, and a title that does not close is
+read again from its first bracket (`_past_title`).  A passage's reference links
 reach the definitions of its whole file through `MarkdownInput.definitions`
 (`graphstore.markdown.passage_markups`).
 """
@@ -17,6 +18,7 @@ reach the definitions of its whole file through `MarkdownInput.definitions`
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -38,6 +40,9 @@ ANCHOR = re.compile(
 )
 BACKTICKS = re.compile(r"`+")
 TITLE_OPENERS = "\"'("
+ESCAPABLE = frozenset(string.punctuation)
+"""What a backslash escapes in CommonMark: ASCII punctuation (before anything else it is
+text, so it cannot hide a line ending)."""
 
 
 @dataclass(frozen=True)
@@ -98,11 +103,10 @@ def _escaped(text: str, index: int) -> bool:
 def _target(prose: str, start: int) -> tuple[str | None, int]:
     """The inline link target that starts at `start` (after `](`) and where the scan goes
     on: `<…>`, or up to a space, a `[` or the `)` that closes the link (balanced
-    parentheses are part of it; a backslash escapes the next character).  None when a `)`
-    or a closed title and `)` do not follow: then it is no link, and the scan goes on after
-    what was read."""
-    while start < len(prose) and prose[start].isspace():
-        start += 1
+    parentheses are part of it; a backslash escapes the next character).  None when a `)`,
+    or a title that closes and then a `)`, does not follow (`_past_title`), or a blank line
+    splits the link: then it is no link, and the scan goes on after what was read."""
+    start = _past_space(prose, start)
     if prose.startswith("<", start):
         end = prose.find(">", start + 1, start + 1 + MAX_TARGET)
         target = prose[start + 1 : end] if end > 0 else "\n"
@@ -125,9 +129,7 @@ def _target(prose: str, start: int) -> tuple[str | None, int]:
             characters.append(char)
             end += 1
         target = "".join(characters)
-    after = end
-    while after < len(prose) and prose[after].isspace():
-        after += 1
+    after = _past_space(prose, end)
     if end < after < len(prose) and prose[after] in TITLE_OPENERS:
         closed, end = _past_title(prose, after)
         return (target if closed else None), end
@@ -135,38 +137,43 @@ def _target(prose: str, start: int) -> tuple[str | None, int]:
 
 
 def _past_title(prose: str, start: int) -> tuple[bool, int]:
-    """Whether the link title that opens at `start` (`"…"`, `'…'` or `(…)`, in its
-    paragraph, a backslash escaping the next character) closes and the link's `)` follows
-    it, and where the scan goes on: after that `)`, so a bracket in the title is no link;
-    else at the first `[` the title read, where a link may start (else where it stopped).
-    A title ends at the first closer of its kind, so each character is read by at most one
-    title of each kind and the scan stays linear."""
+    """Whether the link title that opens at `start` (`"…"`, `'…'` or `(…)`, not across a
+    blank line, a backslash escaping the punctuation after it) closes and the link's `)`
+    follows it, and where the scan goes on: after that `)`, so a bracket in the title is no
+    link; else at the first bracket the title read, where a link may start or end (else
+    where it stopped).  A title ends at the first closer of its kind, so each character is
+    read by at most one title of each kind, and the scan stays linear."""
     closer = ")" if prose[start] == "(" else prose[start]
     first_bracket = None
     index = start + 1
-    limit = min(len(prose), index + MAX_TARGET)
-    while index < limit:
+    while index < len(prose):
         char = prose[index]
-        if char == "\\":
+        if char == "\\" and prose[index + 1 : index + 2] in ESCAPABLE:
             index += 2
             continue
         if char == closer:
-            index += 1
-            while index < len(prose) and prose[index] in " \t":
-                index += 1
-            if prose.startswith("\n", index) and not _paragraph_ends(prose, index + 1):
-                index += 1
-                while index < len(prose) and prose[index] in " \t":
-                    index += 1
+            index = _past_space(prose, index + 1)
             if prose.startswith(")", index):
                 return True, index + 1
             break
         if (char == "(" and closer == ")") or (char == "\n" and _paragraph_ends(prose, index + 1)):
             break
-        if char == "[" and first_bracket is None:
+        if char in "[]" and first_bracket is None:
             first_bracket = index
         index += 1
     return False, index if first_bracket is None else first_bracket
+
+
+def _past_space(prose: str, index: int) -> int:
+    """Where the white space from `index` ends, with at most one line ending in it: a blank
+    line ends the paragraph, and with it any link."""
+    while index < len(prose) and prose[index] != "\n" and prose[index].isspace():
+        index += 1
+    if prose.startswith("\n", index) and not _paragraph_ends(prose, index + 1):
+        index += 1
+        while index < len(prose) and prose[index] != "\n" and prose[index].isspace():
+            index += 1
+    return index
 
 
 def _paragraph_ends(prose: str, index: int) -> bool:
@@ -182,8 +189,8 @@ def _inline_targets(prose: str, defined: Mapping[str, str] | None = None) -> Ite
     paragraph; it is a link when `(target)` follows or it names a defined label, unless it
     opens an image, lies in an image's description, or holds a link (links do not nest).
     A `](` before any `[` is a link whose text began in an earlier passage (a long
-    paragraph cut in two).  The scan goes on after each target, so no character is read
-    twice."""
+    paragraph cut in two).  The scan goes on after each target (after a title that does not
+    close, from its first bracket), so it stays linear."""
     labels = defined or {}
     opened: list[tuple[int, bool, int]] = []
     """(where its text starts, whether it opens an image, links found before it)"""

@@ -27,7 +27,13 @@ from typing import NamedTuple
 from extractors.base import LinkExtractor
 from extractors.frequency import TagFrequencyFilter
 from extractors.hierarchy import HierarchyLinkExtractor
-from extractors.html_links import HtmlInput, HtmlLinkExtractor, page_links, page_url
+from extractors.html_links import (
+    HtmlInput,
+    HtmlLinkExtractor,
+    local_page_path,
+    page_links,
+    page_url,
+)
 from extractors.markdown_links import MarkdownInput, MarkdownLinkExtractor
 from graphstore.errors import InvalidInputError
 from graphstore.links import Link, bounded
@@ -224,13 +230,14 @@ def hyperlink_linker(kind: str = "hyperlink", *, drop_fragments: bool = True) ->
 
 def local_tag(link: Link, passage: Passage) -> Link | None:
     """`link` with a `file:` page named as `source_name` names files in the ingest that
-    read `passage`: relative to its root (which the passage's file and source give) when
-    inside it, else absolute.  None for a folder (a link to `../`), which is no page; a
-    link to another host (`//example.org/x`) is named as upstream names it."""
+    read `passage` (composed, as `html_links.local_page_path` names every file's page):
+    relative to its root (which the passage's file and source give) when inside it, else
+    absolute.  None for a folder (a link to `../`), which is no page; a link to another
+    host (`//example.org/x`) is named as upstream names it."""
     tag = link.tag
     if tag.startswith(LOCAL_PAGE):
         path = tag.removeprefix(OTHER_HOST)
-        root = passage.file.removesuffix(passage.source)
+        root = local_page_path(passage.file.removesuffix(passage.source))
         if passage.file.endswith(f"/{passage.source}") and path.startswith(root):
             path = path.removeprefix(root)
         tag = "" if not path or path.endswith("/") else path
