@@ -79,11 +79,12 @@ def is_citation(
     two passages are about the same thing, which their embeddings already measure: such a hop
     brings a passage in as a candidate, but does not raise one already there (on the dev sets,
     raising them reordered the nearest passages at random, and adding keyword links to mention
-    links cost recall).  A structural hop passes no relevance at all (`STRUCTURAL_KINDS`), so
-    it raises nothing either, not even by a rounding difference between cosines.
-    Decided from the tag's size and the passage's outgoing tags, so every backend decides
-    alike: the embedded backend's hits leave out only tags that lead to no other passage,
-    and a tag of more than one passage is never one of those.
+    links cost recall).  A structural hop passes no relevance at all (its kind is one of
+    `structural_kinds`, the search's `Strategy` setting, `STRUCTURAL_KINDS` by default), so it
+    raises nothing either, not even by a rounding difference between cosines.
+    Decided from the tag's kind and size and the passage's outgoing tags, so every backend
+    decides alike: the embedded backend's hits leave out only tags that lead to no other
+    passage, and a tag of more than one passage is never one of those.
     """
     if tag[0] in structural_kinds:
         return False

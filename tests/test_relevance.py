@@ -19,6 +19,7 @@ SECTION = ("hierarchy", "guide/errors")
 
 def test_a_tag_naming_one_passage_cites_it() -> None:
     assert is_citation(MENTION, 1, frozenset(), STRUCTURAL_KINDS)
+    assert is_citation(MENTION, 1, frozenset({MENTION}), STRUCTURAL_KINDS)  # shared with none
 
 
 def test_a_tag_the_passage_shares_with_others_does_not_cite_it() -> None:
