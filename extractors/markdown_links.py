@@ -165,14 +165,12 @@ def _past_title(prose: str, start: int) -> tuple[bool, int]:
 
 
 def _past_space(prose: str, index: int) -> int:
-    """Where the white space from `index` ends, with at most one line ending in it: a blank
-    line ends the paragraph, and with it any link."""
-    while index < len(prose) and prose[index] != "\n" and prose[index].isspace():
+    """Where the white space from `index` ends, or the line ending before a blank line: a
+    blank line ends the paragraph, and with it any link."""
+    while index < len(prose) and prose[index].isspace():
+        if prose[index] == "\n" and _paragraph_ends(prose, index + 1):
+            break
         index += 1
-    if prose.startswith("\n", index) and not _paragraph_ends(prose, index + 1):
-        index += 1
-        while index < len(prose) and prose[index] != "\n" and prose[index].isspace():
-            index += 1
     return index
 
 
