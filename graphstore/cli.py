@@ -28,6 +28,7 @@ from graphstore.embeddings import E5Embeddings, load_embeddings, load_recorded
 from graphstore.errors import GraphStoreError, InvalidInputError
 from graphstore.filter_expressions import filter_of
 from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, text_linker
+from graphstore.inline import inline
 from graphstore.links import TagKey
 from graphstore.location import (
     STORE_ENV,
@@ -324,17 +325,11 @@ async def _search(
             print(json.dumps({"unselected": True, **asdict(candidate)}, ensure_ascii=False))
         else:
             print(
-                f"  not returned: {_inline(candidate.id)}  "
+                f"  not returned: {inline(candidate.id)}  "
                 f"[{_how(candidate.depth, candidate.path)}]  "
                 f"score {candidate.score:.3f}  sim {candidate.similarity:.3f}  "
                 f"mmr {candidate.mmr_score:.3f}"
             )
-
-
-def _inline(text: str) -> str:
-    """`text` as is when it prints on one line, else JSON-quoted (a newline in an id or a tag
-    would make one hit look like two)."""
-    return text if text.isprintable() else json.dumps(text, ensure_ascii=False)
 
 
 def _how(depth: int, path: Sequence[TagKey], raised_by: Sequence[TagKey] = ()) -> str:
@@ -344,7 +339,7 @@ def _how(depth: int, path: Sequence[TagKey], raised_by: Sequence[TagKey] = ()) -
 
 
 def _tags(path: Sequence[TagKey]) -> str:
-    return " → ".join(f"{_inline(kind)}: {_inline(tag)}" for kind, tag in path)
+    return " → ".join(f"{inline(kind)}: {inline(tag)}" for kind, tag in path)
 
 
 def _print_hit(rank: int, hit: Hit) -> None:
@@ -353,7 +348,7 @@ def _print_hit(rank: int, hit: Hit) -> None:
     if hit.mmr_score is not None:
         scores += f"  mmr {hit.mmr_score:.3f}"
     print(
-        f"{rank:2d}. {_inline(hit.node.id)}  [{_how(hit.depth, hit.path, hit.raised_by)}]  {scores}"
+        f"{rank:2d}. {inline(hit.node.id)}  [{_how(hit.depth, hit.path, hit.raised_by)}]  {scores}"
     )
     section = hit.node.metadata.get("section")
     if section:
@@ -425,10 +420,10 @@ async def _command(
         if not nodes:
             raise InvalidInputError(f"no passage with id {args.id!r} in {shown}")
         node = nodes[0]
-        print(f"id: {_inline(node.id)}")
+        print(f"id: {inline(node.id)}")
         print(f"metadata: {json.dumps(node.metadata, ensure_ascii=False)}")
         for link in sorted(node.links):
-            print(f"link: {link.direction:5s} {_inline(link.kind)}: {_inline(link.tag)}")
+            print(f"link: {link.direction:5s} {inline(link.kind)}: {inline(link.tag)}")
         print(f"\n{node.text}")
     elif args.command == "stats":
         stats = await store.astats(args.top)
@@ -443,7 +438,7 @@ async def _command(
         if stats.tag_frequencies:
             print("most frequent tags (passages linking in):")
             for (kind, tag), count in stats.tag_frequencies.items():
-                print(f"  {count:6d}  {_inline(kind)}: {_inline(tag)}")
+                print(f"  {count:6d}  {inline(kind)}: {inline(tag)}")
     elif args.command == "check":
         problems = await store.acheck()
         for problem in problems:

@@ -13,30 +13,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from graphstore.cards import Card, card_from_node, card_mentions, is_card, render_card
+from graphstore.inline import inline
 from graphstore.nodes import Hit
 from graphstore.sections import Entry
 
 
 def citation(hit: Hit) -> str:
-    """Where a passage comes from: source, section (chapter) and passage id."""
+    """Where a passage comes from: source, section (chapter) and passage id, each on one
+    line (`inline`)."""
     metadata = hit.node.metadata
     parts = [str(metadata.get("source", ""))]
     section = metadata.get("section")
     if isinstance(section, list) and section:
         parts.append(str(section[-1]))
     parts.append(hit.node.id)
-    return " · ".join(part for part in parts if part)
+    return " · ".join(inline(part) for part in parts if part)
 
 
 def provenance(hit: Hit) -> str:
     """How the search reached a passage."""
     if hit.via is None and hit.raised_by:
         kind, tag = hit.raised_by[-1]
-        return f"similar to the scene, raised via {kind} {tag}"
+        return f"similar to the scene, raised via {kind} {inline(tag)}"
     if hit.via is None:
         return "similar to the scene"
     kind, tag = hit.via
-    return f"via {kind} {tag}"
+    return f"via {kind} {inline(tag)}"
 
 
 def passage_entry(hit: Hit) -> Entry:
@@ -80,14 +82,14 @@ def scene_cards(cards: Sequence[Card], scene: str, hits: Sequence[Hit]) -> list[
             card = card_from_node(hit.node)
             found.setdefault(card.id, SceneCard(by_tag.get(card.tag[1], card), provenance(hit)))
         else:
-            named(hit.node.text, f"named in {hit.node.id}")
+            named(hit.node.text, f"named in {inline(hit.node.id)}")
     return list(found.values())
 
 
 def card_entry(chosen: SceneCard, position: int, as_of_chapter: int | None) -> Entry:
     """A scene card as a prompt entry, rendered as of `as_of_chapter` (latest when None)."""
     card = chosen.card
-    parts = [card.source or "card", card.id]
+    parts = [inline(card.source or "card"), inline(card.id)]
     if as_of_chapter is not None:
         parts.append(f"as of chapter {as_of_chapter}")
     text = render_card(card, as_of_chapter)

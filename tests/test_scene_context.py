@@ -140,3 +140,17 @@ async def test_a_small_card_share_leaves_the_rest_to_passages(backend):
     assert [hit.node.id for hit in none.hits] == ["book#0", "book#1"]
     assert "## Cards" not in none.text
     assert none.text.startswith("[1] book · book#0 (similar to the scene)")
+
+
+async def test_a_control_character_in_a_file_name_is_quoted_in_the_prompt():
+    """A file name's escape sequence (one that clears the screen) reached the terminal raw
+    in `graphstore prompt`'s citation line, while `search` quoted it."""
+    from graphstore.embedded import EmbeddedStorage
+
+    store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(":memory:"))
+    name = "n\x1b[2Jame.md"
+    await store.aadd_nodes([Node(f"{name}#0", "About oranges.", {"source": name})])
+    context = (await awriter_context(store, "oranges")).text
+    assert "\x1b" not in context
+    assert '"n\\u001b[2Jame.md" · "n\\u001b[2Jame.md#0"' in context
+    await store.aclose()
