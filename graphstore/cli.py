@@ -499,8 +499,8 @@ def _skipped(names: Sequence[str]) -> str:
     shown = ", ".join(names[:SKIPPED_SHOWN])
     more = f" and {len(names) - SKIPPED_SHOWN} more" if len(names) > SKIPPED_SHOWN else ""
     return (
-        f"skipped {len(names)} {'entry that is' if one else 'entries that are'} neither "
-        f"a file nor a folder (a link to nothing, a pipe): {shown}{more}"
+        f"skipped {len(names)} {'entry' if one else 'entries'} not read as a file (a link "
+        f"to nothing or to a folder, a pipe): {shown}{more}"
     )
 
 

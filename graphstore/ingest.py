@@ -107,7 +107,8 @@ def discover(paths: Iterable[Path], root: Path | None = None) -> Discovered:
         for file in files:
             found.setdefault(os.path.abspath(file), (file, source_name(file, base)))
     if not found:
-        raise InvalidInputError("no .txt, .md or .html files found in the given paths")
+        named = f" (skipped: {', '.join(sorted(set(skipped)))})" if skipped else ""
+        raise InvalidInputError(f"no .txt, .md or .html files found in the given paths{named}")
     return Discovered(list(found.values()), sorted(set(skipped)))
 
 

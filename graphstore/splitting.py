@@ -140,9 +140,10 @@ def passage_source(node_id: str) -> str | None:
 
 
 class FolderFiles(NamedTuple):
-    """The entries under a folder with an ingestible suffix, not hidden: the regular files
-    to read, and those `skipped`, neither a file nor a folder (a link to nothing or to
-    itself, a pipe, a device), which an ingest names instead of passing over in silence."""
+    """The entries under a folder, not hidden: the regular files with an ingestible suffix
+    to read, and those `skipped`, which an ingest names instead of passing over in silence:
+    an entry with such a suffix that is neither a file nor a folder (a link to nothing or
+    to itself, a pipe, a device), and a link to a folder."""
 
     files: list[Path]
     skipped: list[Path]
@@ -151,14 +152,18 @@ class FolderFiles(NamedTuple):
 def scan_folder(folder: Path, suffixes: Collection[str]) -> FolderFiles:
     """The files under `folder` whose suffix (in any case) is one of `suffixes`, sorted,
     leaving out hidden files and folders below it (a project's `.git` or `.venv` is not
-    ingested), and the entries with such a suffix that cannot be read as a file."""
+    ingested), and the entries not read: those with such a suffix that cannot be read as a
+    file, and links to folders (not followed, as `find` and `git` do not follow them: a
+    link may lead back up or out of the tree; give the folder itself to ingest it)."""
     found = FolderFiles([], [])
     for path in sorted(folder.rglob("*")):
-        if path.suffix.lower() not in suffixes or any(
-            part.startswith(".") for part in path.relative_to(folder).parts
-        ):
+        if any(part.startswith(".") for part in path.relative_to(folder).parts):
             continue
-        if path.is_file():
+        if path.is_symlink() and path.is_dir():
+            found.skipped.append(path)
+        elif path.suffix.lower() not in suffixes:
+            continue
+        elif path.is_file():
             found.files.append(path)
         elif not path.is_dir():
             found.skipped.append(path)

@@ -634,14 +634,34 @@ def test_case14_a_folder_ingest_names_the_entries_it_skips(models, tmp_path, cap
     (folder / "b.md").symlink_to(folder / "gone.md")
     os.mkfifo(folder / "pipe.txt")
     (folder / "loop.md").symlink_to(folder / "loop.md")
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "c.md").write_text("# C\n\nShared text.\n")
+    (folder / "shared").symlink_to(tmp_path / "shared")
     status, out, err = cli(capsys, *ingest)
     assert status == 0
     assert err.splitlines()[-1] + "\n" == (
-        "graphstore: skipped 3 entries that are neither a file nor a folder (a link to "
-        "nothing, a pipe): notes/b.md, notes/loop.md, notes/pipe.txt\n"
+        "graphstore: skipped 4 entries not read as a file (a link to nothing or to a folder, "
+        "a pipe): notes/b.md, notes/loop.md, notes/pipe.txt, notes/shared\n"
     )
     assert "from 1 file" in out
     assert "removed 1 stale passage" in out
+
+
+def test_case14_an_ingest_that_finds_no_file_names_what_it_skipped(models, tmp_path, capsys):
+    """A folder holding only a link to nothing was refused as if it were empty."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "x.md").symlink_to(folder / "gone.md")
+    store = tmp_path / "s.db"
+    status, out, err = cli(
+        capsys, "--store", str(store), "ingest", "--root", str(tmp_path), str(folder)
+    )
+    assert (status, out) == (2, "")
+    assert err == (
+        "graphstore: error: no .txt, .md or .html files found in the given paths "
+        "(skipped: d/x.md)\n"
+    )
+    assert not store.exists()
 
 
 def test_case14_a_card_folder_ingest_names_the_entries_it_skips(models, tmp_path, capsys):
@@ -662,8 +682,8 @@ def test_case14_a_card_folder_ingest_names_the_entries_it_skips(models, tmp_path
     status, out, err = cli(capsys, *ingest)
     assert status == 0
     assert err.splitlines()[-1] + "\n" == (
-        "graphstore: skipped 1 entry that is neither a file nor a folder (a link to "
-        "nothing, a pipe): cards/bajie.md\n"
+        "graphstore: skipped 1 entry not read as a file (a link to nothing or to a folder, "
+        "a pipe): cards/bajie.md\n"
     )
     assert "and 1 card" in out
     assert "removed 1 stale passage" in out
