@@ -106,10 +106,11 @@ def discover(paths: Iterable[Path], root: Path | None = None) -> Discovered:
             raise InvalidInputError(f"{path} does not exist")
         for file in files:
             found.setdefault(os.path.abspath(file), (file, source_name(file, base)))
+    skipped = sorted(set(skipped))
     if not found:
-        named = f" (skipped: {', '.join(sorted(set(skipped)))})" if skipped else ""
+        named = f" (skipped: {', '.join(skipped)})" if skipped else ""
         raise InvalidInputError(f"no .txt, .md or .html files found in the given paths{named}")
-    return Discovered(list(found.values()), sorted(set(skipped)))
+    return Discovered(list(found.values()), skipped)
 
 
 def covers(covered: str, file: str) -> bool:

@@ -34,11 +34,11 @@ def provenance(hit: Hit) -> str:
     """How the search reached a passage."""
     if hit.via is None and hit.raised_by:
         kind, tag = hit.raised_by[-1]
-        return f"similar to the scene, raised via {kind} {inline(tag)}"
+        return f"similar to the scene, raised via {inline(kind)} {inline(tag)}"
     if hit.via is None:
         return "similar to the scene"
     kind, tag = hit.via
-    return f"via {kind} {inline(tag)}"
+    return f"via {inline(kind)} {inline(tag)}"
 
 
 def passage_entry(hit: Hit) -> Entry:
