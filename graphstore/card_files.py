@@ -23,6 +23,7 @@ path (`Card.file`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -89,14 +90,14 @@ class CardFolder(NamedTuple):
 
 
 def card_files(folder: Path) -> FolderFiles:
-    """The card files under `folder` (`.md`, `.markdown`, `.yaml`, `.yml`; not hidden), or a
-    one-line error when it is not a folder or holds none."""
+    """The card files under `folder` (`.md`, `.markdown`, `.yaml`, `.yml`; not hidden): none
+    when it does not exist (whether that is an error depends on the cards stored from it),
+    a one-line error when it is not a folder."""
+    if not os.path.lexists(folder):
+        return FolderFiles([], [])
     if not folder.is_dir():
         raise InvalidInputError(f"{folder} is not a folder of cards")
-    found = scan_folder(folder, MARKDOWN + YAML)
-    if not found.files:
-        raise InvalidInputError(f"no card files (.md, .yaml) in {folder}")
-    return found
+    return scan_folder(folder, MARKDOWN + YAML)
 
 
 def read_cards(folder: Path, source_name: Callable[[Path], str]) -> CardFolder:

@@ -11,6 +11,7 @@ passages; a card passage links out to the other cards it names.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,15 +24,12 @@ from graphstore.errors import InvalidInputError
 from graphstore.ingest import (
     IngestReport,
     PassageLinker,
-    file_scope,
     ingest,
     ingest_root,
-    owned_elsewhere,
-    recorded_within,
     source_name,
-    stale,
     text_linker,
 )
+from graphstore.recorded_files import file_scopes, owned_elsewhere, recorded_within, stale
 from graphstore.store import GraphStore, Query
 from graphstore.strategy import MAX_K
 
@@ -94,9 +92,9 @@ async def aplan_cards(
 ) -> CardPlan:
     """Check `cards` against the stored ones (a name or alias owned twice is a one-line
     error) and find the stale cards: those recorded from files within `scopes` (see
-    `graphstore.ingest.file_scope`) that are gone or were `read` (the recorded paths of the
-    files the ingest read) and no longer declare them.  A stored card without the record
-    is never stale: nothing says which folder it came from.
+    `graphstore.recorded_files.file_scopes`) that are gone or were `read` (the recorded
+    paths of the files the ingest read) and no longer declare them.  A stored card without
+    the record is never stale: nothing says which folder it came from.
 
     A card from a file replaces the stored card of its name when `_replaceable`; a stored
     card from another file that still exists is a one-line error, not silently replaced."""
@@ -140,8 +138,10 @@ async def aingest_with_cards(
     Cards are read and checked first, then the files are ingested with one more linker:
     mentions of every card the store will hold.  Cards are written last, so a bad card or
     a bad file leaves the store as it was; the cards recorded from files within the folder
-    that are gone, or that no longer declare them, are removed.  Card sources are named as
-    files are, relative to `root`; each card records its file's absolute path.
+    that are gone, or that no longer declare them, are removed (all of them when the folder
+    is gone or holds no card file: refused only when no card was stored from it).  Card
+    sources are named as files are, relative to `root`; each card records its file's
+    absolute path.
     """
     if not paths and cards_folder is None:
         raise InvalidInputError("give files or folders to ingest, or a folder of cards")
@@ -150,9 +150,11 @@ async def aingest_with_cards(
     scopes: list[str] = []
     if cards_folder:
         folder = read_cards(cards_folder, lambda path: source_name(path, base))
-        scopes = [file_scope(cards_folder)]
+        scopes = file_scopes(cards_folder)
     cards = folder.cards
     plan = await aplan_cards(store, cards, scopes, folder.files)
+    if cards_folder and not folder.files and not plan.stale:
+        raise InvalidInputError(_nothing_in(cards_folder))
     mentions = plan.mentions()
     linked = [*linkers, text_linker(mentions)] if mentions is not None else list(linkers)
     report = IngestReport(files=0, passages=0)
@@ -161,3 +163,10 @@ async def aingest_with_cards(
     removed = await awrite_cards(store, plan)
     skipped = sorted({*report.skipped, *folder.skipped})
     return replace(report, cards=len(cards), removed=report.removed + removed, skipped=skipped)
+
+
+def _nothing_in(cards_folder: Path) -> str:
+    """Why a card folder with no card file, and no card stored from it, is refused."""
+    if not os.path.lexists(cards_folder):
+        return f"{cards_folder} does not exist"
+    return f"no card files (.md, .yaml) in {cards_folder}"

@@ -1,4 +1,4 @@
-"""The `graphstore` command: ingest, search, show, stats, check.
+"""The `graphstore` command: ingest, search, prompt, show, delete, stats, check, mcp.
 
 The store is chosen with `--store` or `GRAPHSTORE_STORE` (see `graphstore.location`); it is
 printed only through `redact`, so a password in a URL never is.  Every failure the user can
@@ -37,8 +37,9 @@ from graphstore.location import (
     open_storage,
     store_location,
 )
-from graphstore.nodes import Hit, hit_json
+from graphstore.nodes import Hit, Node, hit_json
 from graphstore.prompt import CARD_SHARE, DEFAULT_TEMPLATE, PROMPT_K, awriter_context
+from graphstore.recorded_files import gone_files, ingested_from, recorded_files
 from graphstore.redaction import redact
 from graphstore.splitting import MAX_CHARS, check_max_chars, read_text
 from graphstore.store import GraphStore
@@ -155,6 +156,18 @@ def _parser() -> argparse.ArgumentParser:
     show = commands.add_parser("show", help="print one passage with its metadata and links")
     show.add_argument("id")
 
+    delete = commands.add_parser(
+        "delete", help="remove what was ingested from files or folders, or passages by id"
+    )
+    delete.add_argument(
+        "paths",
+        nargs="*",
+        help="files or folders, gone or not: the passages and cards ingested from them",
+    )
+    delete.add_argument(
+        "--id", dest="ids", action="append", default=[], help="a passage or card id, repeatable"
+    )
+
     stats = commands.add_parser("stats", help="counts and the most frequent tags")
     stats.add_argument("--top", type=int, default=10, help="how many frequent tags to list")
 
@@ -202,14 +215,16 @@ def _given_options(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
-def _ingest_paths(args: argparse.Namespace) -> None:
-    """The ingest's path arguments as paths, an empty one refused: `Path("")` is the current
-    folder, so `ingest ""` (a variable that was not set) would ingest everything under it."""
+def _path_arguments(args: argparse.Namespace) -> None:
+    """The path arguments as paths, an empty one refused: `Path("")` is the current folder,
+    so `ingest ""` (a variable that was not set) would ingest everything under it."""
     if any(not path.strip() for path in args.paths):
         raise InvalidInputError(
-            "a path to ingest is empty: give a file or a folder (. for the current one)"
+            f"a path to {args.command} is empty: give a file or a folder (. for the current one)"
         )
     args.paths = [Path(path) for path in args.paths]
+    if args.command != "ingest":
+        return
     for option, wanted in (
         ("root", "a folder (. for the current one)"),
         ("cards", "a folder of cards (. for the current one)"),
@@ -360,8 +375,9 @@ async def _run(args: argparse.Namespace) -> int:
     location = store_location(args.store)
     creating = args.command in ("ingest", "mcp")  # the commands that write
     linkers: list[PassageLinker] = []
+    if args.command in ("ingest", "delete"):
+        _path_arguments(args)
     if args.command == "ingest":
-        _ingest_paths(args)
         check_max_chars(args.max_chars)
         linkers = _linkers(args)
     metadata_filter = filter_of(getattr(args, "filter", []))  # checked before anything runs
@@ -414,17 +430,14 @@ async def _command(
             file=sys.stderr,
         )
     elif args.command == "show":
-        nodes = await store.aget([args.id])
-        if not nodes and args.id.startswith(f"{CARD}:"):  # `card:Hero` is stored as card:hero
-            nodes = await store.aget([card_id(args.id.removeprefix(f"{CARD}:"))])
-        if not nodes:
-            raise InvalidInputError(f"no passage with id {args.id!r} in {shown}")
-        node = nodes[0]
+        node = await _stored_node(store, args.id, shown)
         print(f"id: {inline(node.id)}")
         print(f"metadata: {json.dumps(node.metadata, ensure_ascii=False)}")
         for link in sorted(node.links):
             print(f"link: {link.direction:5s} {inline(link.kind)}: {inline(link.tag)}")
         print(f"\n{node.text}")
+    elif args.command == "delete":
+        await _delete(args, store, shown)
     elif args.command == "stats":
         stats = await store.astats(args.top)
         print(f"store: {shown}\npassages: {stats.nodes}\ntags: {stats.tags}")
@@ -447,12 +460,54 @@ async def _command(
         note = store.storage.check_note_for(problems)
         if note:
             print(f"note: {note}")
+        await _note_gone_files(store)
         return 1 if problems else 0
     elif args.command == "mcp":
         from graphstore.mcp_server import aserve
 
         await aserve(store, shown)
     return 0
+
+
+async def _stored_node(store: GraphStore, node_id: str, shown: str) -> Node:
+    """The stored node with this id, or a one-line error; `card:Hero` finds the card stored
+    as `card:hero`."""
+    nodes = await store.aget([node_id])
+    if not nodes and node_id.startswith(f"{CARD}:"):
+        nodes = await store.aget([card_id(node_id.removeprefix(f"{CARD}:"))])
+    if not nodes:
+        raise InvalidInputError(f"no passage with id {node_id!r} in {shown}")
+    return nodes[0]
+
+
+async def _note_gone_files(store: GraphStore) -> None:
+    """A note, not a problem (the rows agree), on passages whose recorded file is not here:
+    deleted since its last ingest, or ingested on another machine."""
+    recorded = await recorded_files(store)
+    gone = gone_files(recorded.values())
+    if gone:
+        count = sum(file in gone for file in recorded.values())
+        print(
+            f"note: {_count(count, 'passage')} of {_count(len(gone), 'file')} not found here "
+            f"(first: {inline(min(gone))}); ingest their folder again, or `graphstore delete` "
+            "them, to remove them"
+        )
+
+
+async def _delete(args: argparse.Namespace, store: GraphStore, shown: str) -> None:
+    """`graphstore delete`: every path and id is checked before anything is removed, so a
+    typo removes nothing."""
+    if not args.paths and not args.ids:
+        raise InvalidInputError("give files or folders whose passages to delete, or --id ID")
+    ids = set(ingested_from(await recorded_files(store), args.paths) if args.paths else ())
+    for node_id in args.ids:
+        ids.add((await _stored_node(store, node_id, shown)).id)
+    removed = await store.adelete(sorted(ids))
+    stats = await store.astats()
+    print(
+        f"removed {_count(removed, 'passage')} from {shown}; store has "
+        f"{_count(stats.nodes, 'passage')}, {_count(stats.tags, 'tag')}"
+    )
 
 
 async def _ingest(

@@ -12,8 +12,9 @@ the same root overwrites in place.  Each passage records the absolute path of it
 ingest refuses to overwrite a passage of another file that still exists (the same relative
 name under two roots), and after a successful run it removes the passages recorded from files
 within the paths ingested that it did not write (files since deleted, the tail of a file that
-shrank).  A passage without the record (stored from Python, or by an older version) is never
-removed as stale.
+shrank), all of them for a path given that no longer exists (`graphstore.recorded_files`).
+A passage without the record (stored from Python, or by an older version) is never removed
+as stale.
 """
 
 from __future__ import annotations
@@ -39,12 +40,19 @@ from graphstore.errors import InvalidInputError
 from graphstore.links import Link, bounded
 from graphstore.markdown import MarkdownMarkup
 from graphstore.nodes import Node
+from graphstore.recorded_files import (
+    check_ids_free,
+    file_scopes,
+    recorded_within,
+    scopes_of,
+    stale,
+    stored_files,
+)
 from graphstore.splitting import (
     FILE,
     MAX_CHARS,
     SUFFIXES,
     Passage,
-    passage_source,
     path_text,
     recorded_file,
     scan_folder,
@@ -90,7 +98,9 @@ class Discovered(NamedTuple):
 
 
 def discover(paths: Iterable[Path], root: Path | None = None) -> Discovered:
-    """Every ingestible file under `paths` once, with its source name (see `source_name`)."""
+    """Every ingestible file under `paths` once, with its source name (see `source_name`).
+    A path that does not exist is passed over: whether that is an error depends on what
+    the store holds from it (`check_found`)."""
     base = ingest_root(root)
     found: dict[str, tuple[Path, str]] = {}
     skipped: list[str] = []
@@ -103,91 +113,23 @@ def discover(paths: Iterable[Path], root: Path | None = None) -> Discovered:
         elif os.path.lexists(path):  # a pipe, a device, a link to nothing or to itself
             raise InvalidInputError(f"{path} is neither a regular file nor a folder")
         else:
-            raise InvalidInputError(f"{path} does not exist")
+            files = []
         for file in files:
             found.setdefault(os.path.abspath(file), (file, source_name(file, base)))
-    skipped = sorted(set(skipped))
-    if not found:
-        named = f" (skipped: {', '.join(skipped)})" if skipped else ""
+    return Discovered(list(found.values()), sorted(set(skipped)))
+
+
+def check_found(paths: Sequence[Path], found: Discovered, stored: Mapping[str, str]) -> None:
+    """Refuse a path that does not exist, unless passages were ingested from it (`stored`:
+    id -> recorded file): then the ingest removes them, as `git add` of a deleted file
+    stages its removal.  Refuse too an ingest that finds no file to read and nothing
+    stored to remove (a mistyped or wrong folder)."""
+    for path in paths:
+        if not os.path.lexists(path) and not recorded_within(stored, file_scopes(path)):
+            raise InvalidInputError(f"{path} does not exist")
+    if not found.files and not recorded_within(stored, scopes_of(paths)):
+        named = f" (skipped: {', '.join(found.skipped)})" if found.skipped else ""
         raise InvalidInputError(f"no .txt, .md or .html files found in the given paths{named}")
-    return Discovered(list(found.values()), skipped)
-
-
-def covers(covered: str, file: str) -> bool:
-    """Whether the recorded file `file` lies within the scope `covered` (`file_scope`)."""
-    if covered.endswith("/"):
-        return file.startswith(covered)
-    return file == covered
-
-
-def recorded_within(recorded: Mapping[str, str], scopes: Sequence[str]) -> dict[str, str]:
-    """The entries of `recorded` (id -> recorded file) whose file lies within `scopes`."""
-    return {
-        node_id: file
-        for node_id, file in recorded.items()
-        if any(covers(covered, file) for covered in scopes)
-    }
-
-
-def file_scope(path: Path) -> str:
-    """What an ingest of `path` covers among the files passages and cards record (see
-    `covers`): a file's absolute path, or a folder's and `/`.  Unlike a source name, the
-    same whatever the root or the current folder."""
-    file = recorded_file(path)
-    return file.rstrip("/") + "/" if path.is_dir() else file
-
-
-async def stored_files(store: GraphStore) -> dict[str, str]:
-    """The recorded file of every stored passage that has one, by id (one scan of the
-    stored metadata; a row changed outside graphstore records no file to trust)."""
-    recorded = await store.ametadata_values(FILE)
-    return {
-        node_id: file
-        for node_id, file in recorded.items()
-        if isinstance(file, str) and file and passage_source(node_id) is not None
-    }
-
-
-def check_ids_free(planned: Mapping[str, str], stored: Mapping[str, str]) -> None:
-    """Refuse to overwrite a stored passage recorded from another file that still exists:
-    the same relative name under two roots gives the same ids, and the first file's
-    passages would be lost in silence.  A recorded file that is gone (its folder was moved)
-    is replaced."""
-    for passage_id, file in planned.items():
-        other = stored.get(passage_id)
-        if other and owned_elsewhere(other, file):
-            raise InvalidInputError(
-                f"{file} would overwrite passage {passage_id} of {other}; ingest one of them "
-                "with another --root so that their ids differ"
-            )
-
-
-def owned_elsewhere(recorded: str, file: str) -> bool:
-    """Whether what was stored from the file `recorded` belongs to another file than `file`
-    that still exists, and so may not be replaced from `file`."""
-    return recorded != file and os.path.isfile(recorded) and not same_file(recorded, file)
-
-
-def same_file(one: str, other: str) -> bool:
-    """Whether two paths reach one file (through a symbolic link, say); False when either
-    cannot be reached."""
-    try:
-        return os.path.samefile(one, other)
-    except OSError:
-        return False
-
-
-def stale(before: Mapping[str, str], written: set[str], read: set[str]) -> list[str]:
-    """The passages an ingest found recorded from files within its paths when it began
-    (`before`) and did not write, whose file it read (the tail past its new end, or its
-    passages under an earlier root) or is no longer a file.  Only those: what another
-    process stored meanwhile is not this ingest's to remove, nor the passages of a file it
-    passed over that still exists (one in a hidden folder, ingested by name before)."""
-    return sorted(
-        passage_id
-        for passage_id, file in before.items()
-        if passage_id not in written and (file in read or not os.path.isfile(file))
-    )
 
 
 def hierarchy_linker(extractor: HierarchyLinkExtractor | None = None) -> PassageLinker:
@@ -343,13 +285,14 @@ async def ingest(
     from another file that still exists is refused before anything is written
     (`check_ids_free`).
     """
-    base = ingest_root(root)
-    files, skipped = discover(paths, base)
+    found = discover(paths, root)
+    stored = await stored_files(store)
+    check_found(paths, found, stored)
+    files, skipped = found
     planned: dict[str, str] = {}
     for passage in read_all(files, max_chars):
         check_node(to_node(passage, set()))
         planned[passage.id] = passage.file
-    stored = await stored_files(store)
     check_ids_free(planned, stored)
     if on_plan:
         on_plan(len(planned))
@@ -361,7 +304,7 @@ async def ingest(
             for links in merged_links(batch, linkers)
         ]
         filtered = tag_filter.fit_apply(every)
-    before = recorded_within(stored, [file_scope(path) for path in paths])
+    before = recorded_within(stored, scopes_of(paths))
     total = 0
     written: set[str] = set()
     for batch in batches(read_all(files, max_chars), batch_size):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -345,3 +346,31 @@ async def test_stale_cards_are_found_by_their_file_whatever_the_root(
     before = await snapshot(store)
     assert (await aingest_with_cards(store, [], Path("."), linkers=[])).removed == 0
     assert await snapshot(store) == before
+
+
+async def test_an_emptied_or_gone_card_folder_loses_its_cards_and_is_refused_when_new(
+    backend, tmp_path
+):
+    """A card folder whose files were all deleted, or which was deleted, used to be refused
+    ("no card files", "not a folder of cards") before its stale cards were removed, so a
+    prompt kept showing cards no file declared."""
+    cards, text = world(tmp_path)
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    await ingest(store, tmp_path, [text], cards)
+    (cards / "唐僧.md").unlink()
+    (cards / "孙悟空.md").unlink()
+    assert (await ingest(store, tmp_path, [], cards)).removed == 2
+    with pytest.raises(
+        InvalidInputError, match=f"^{re.escape(f'no card files (.md, .yaml) in {cards}')}$"
+    ):
+        await ingest(store, tmp_path, [], cards)
+    cards.rmdir()
+    with pytest.raises(InvalidInputError, match=f"^{re.escape(str(cards))} does not exist$"):
+        await ingest(store, tmp_path, [], cards)
+    (tmp_path / "again").mkdir()
+    (tmp_path / "again" / "唐僧.md").write_text(MONK, encoding="utf-8")
+    await ingest(store, tmp_path, [], tmp_path / "again")
+    shutil.rmtree(tmp_path / "again")
+    assert (await ingest(store, tmp_path, [], tmp_path / "again")).removed == 1
+    assert await astored_cards(store) == []
+    assert len(await store.anode_ids()) == 4

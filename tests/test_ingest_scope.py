@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -184,3 +185,67 @@ def test_an_empty_path_argument_is_refused_not_read_as_the_current_folder(
     assert status == 2
     assert re.fullmatch(f"graphstore: error: {re.escape(message)}[^\n]*\n", err), err
     assert not os.path.exists(tmp_path / "s.db")
+
+
+async def test_a_folder_or_file_whose_files_are_all_gone_loses_their_passages(
+    backend: Storage, tmp_path: Path
+) -> None:
+    """Ingesting a folder emptied of its files, a deleted file by name, or a folder that is
+    gone used to be refused ("no … files found", "does not exist") before stale passages
+    were removed, so searches kept returning text no file held any more."""
+    docs = tmp_path / "docs"
+    write(docs / "a.md", "Ada.\n")
+    write(docs / "b.md", "Babbage.\n")
+    write(docs / "sub" / "c.md", "Countess.\n")
+    write(tmp_path / "other.md", "Kept.\n")
+    store = GraphStore(KeyedEmbeddings(), backend)
+    await ingest_paths(store, docs, tmp_path / "other.md", root=tmp_path)
+    (docs / "sub" / "c.md").unlink()
+    report = await ingest_paths(store, docs / "sub", root=tmp_path)
+    assert (report.files, report.removed) == (0, 1)
+    (docs / "a.md").unlink()
+    assert (await ingest_paths(store, docs / "a.md", root=tmp_path)).removed == 1
+    shutil.rmtree(docs)
+    assert (await ingest_paths(store, docs, root=tmp_path)).removed == 1
+    assert await texts(store) == {"other.md#0": "Kept."}
+    # Nothing is stored from the gone folder now: a path that does not exist is refused.
+    with pytest.raises(InvalidInputError, match=f"^{re.escape(str(docs))} does not exist$"):
+        await ingest_paths(store, docs, root=tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InvalidInputError, match=r"^no \.txt, \.md or \.html files found"):
+        await ingest_paths(store, empty, root=tmp_path)
+    assert await texts(store) == {"other.md#0": "Kept."}
+
+
+def test_delete_removes_what_was_ingested_from_paths_and_ids_and_checks_all_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """There was no way to remove a file's passages from the command line; `delete` takes
+    files or folders (gone or not) and ids, and refuses the whole call for one that matches
+    nothing."""
+    write(tmp_path / "docs" / "a.md", "Ada.\n\nLovelace.\n")
+    write(tmp_path / "docs" / "sub" / "b.md", "Babbage.\n")
+    write(tmp_path / "c.md", "Countess.\n")
+    monkeypatch.chdir(tmp_path)
+    store = ["--store", "s.db"]
+    assert main([*store, "ingest", "docs", "c.md", "--links", "none", "--max-chars", "10"]) == 0
+    capsys.readouterr()
+    for args, message in (
+        (["docs/a.md", "nowhere"], "nothing in the store was ingested from nowhere"),
+        (["docs", "--id", "c.md#9"], "no passage with id 'c.md#9' in s.db"),
+        ([], "give files or folders whose passages to delete, or --id ID"),
+    ):
+        assert main([*store, "delete", *args]) == 2
+        assert capsys.readouterr().err == f"graphstore: error: {message}\n"
+    assert main([*store, "delete", "docs/a.md"]) == 0
+    assert capsys.readouterr().out == "removed 2 passages from s.db; store has 2 passages, 0 tags\n"
+    (tmp_path / "docs" / "sub" / "b.md").unlink()
+    (tmp_path / "docs" / "sub").rmdir()
+    assert main([*store, "check"]) == 0
+    assert capsys.readouterr().out.endswith(
+        f"note: 1 passage of 1 file not found here (first: {tmp_path}/docs/sub/b.md); ingest "
+        "their folder again, or `graphstore delete` them, to remove them\n"
+    )
+    assert main([*store, "delete", "docs/sub", "--id", "c.md#0"]) == 0
+    assert capsys.readouterr().out == "removed 2 passages from s.db; store has 0 passages, 0 tags\n"
