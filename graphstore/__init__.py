@@ -1,6 +1,12 @@
 """graphstore: a graph vector store that links passages by tags instead of stored edges."""
 
-from graphstore.errors import GraphStoreError, InvalidInputError, StorageError, StoreOpenError
+from graphstore.errors import (
+    GraphStoreError,
+    InvalidArgumentError,
+    InvalidInputError,
+    StorageError,
+    StoreOpenError,
+)
 from graphstore.links import Link
 from graphstore.nodes import Candidate, Hit, Node
 from graphstore.store import GraphStore
@@ -12,6 +18,7 @@ __all__ = [
     "GraphStore",
     "GraphStoreError",
     "Hit",
+    "InvalidArgumentError",
     "InvalidInputError",
     "Link",
     "Node",

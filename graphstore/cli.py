@@ -25,7 +25,7 @@ from graphstore.card_store import aingest_with_cards
 from graphstore.cards import CARD, card_id
 from graphstore.chapters import as_of_filter
 from graphstore.embeddings import E5Embeddings, load_embeddings, load_recorded
-from graphstore.errors import GraphStoreError, InvalidInputError
+from graphstore.errors import GraphStoreError, InvalidArgumentError, InvalidInputError
 from graphstore.filter_expressions import filter_of
 from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, text_linker
 from graphstore.inline import inline
@@ -58,6 +58,18 @@ LINK_CHOICES = (
 DEFAULT_LINKS = "hyperlinks,hierarchy"
 ENTITY_LABELS = "person,location,organization"
 """What `--links entities` looks for unless `--entity-labels` says otherwise."""
+OPTIONS = {
+    "k": "-k",
+    "fetch_k": "--fetch-k",
+    "adjacent_k": "--adjacent-k",
+    "depth": "--depth",
+    "lambda_mult": "--lambda",
+    "budget": "--budget",
+    "card_share": "--card-share",
+    "max_chars": "--max-chars",
+    "top_tags": "--top",
+}
+"""The option of each library argument the commands pass on as given, for its errors."""
 SKIPPED_SHOWN = 5
 """Skipped entries an ingest names; it counts the rest."""
 
@@ -580,6 +592,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     except GraphStoreError as error:
         message = str(error)
+        if isinstance(error, InvalidArgumentError) and error.argument in OPTIONS:
+            message = f"{OPTIONS[error.argument]} {error.problem}"
         for location in (args.store, os.environ.get(STORE_ENV)):
             if location:
                 message = message.replace(location, redact(location))

@@ -16,6 +16,19 @@ class InvalidInputError(GraphStoreError, ValueError):
     """The caller passed something the store will not accept; nothing was changed."""
 
 
+class InvalidArgumentError(InvalidInputError):
+    """An argument of the wrong type or out of its range, named as the Python API names it
+    (`lambda_mult`), so that a front end can name it as its user wrote it (`--lambda`)."""
+
+    def __init__(self, argument: str, problem: str) -> None:
+        super().__init__(argument, problem)  # both in `args`, so the error pickles
+        self.argument = argument
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return f"{self.argument} {self.problem}"
+
+
 class StoreOpenError(GraphStoreError):
     """The store could not be opened (missing, corrupt or foreign file, unreachable node)."""
 

@@ -20,7 +20,7 @@ from bs4 import BeautifulSoup, Tag
 from bs4.element import CData, NavigableString, PageElement
 
 from graphstore.chapters import section_chapter
-from graphstore.errors import InvalidInputError
+from graphstore.errors import InvalidArgumentError, InvalidInputError
 from graphstore.markdown import MarkdownMarkup, passage_markups, prose_lines
 
 MAX_CHARS = 1000
@@ -191,7 +191,7 @@ def read_text(path: Path) -> str:
 def check_max_chars(max_chars: object) -> int:
     """`max_chars` if it is a positive integer, else a one-line error (0 would never finish)."""
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
-        raise InvalidInputError(f"max_chars must be a positive integer, got {max_chars!r}")
+        raise InvalidArgumentError("max_chars", f"must be a positive integer, got {max_chars!r}")
     return max_chars
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from graphstore.errors import InvalidInputError
+from graphstore.errors import InvalidArgumentError, InvalidInputError
 from graphstore.relevance import STRUCTURAL_KINDS
 
 MAX_K = 1000
@@ -27,18 +27,18 @@ MAX_DEPTH = 10
 def check_count(name: str, value: Any, minimum: int = 1, maximum: int = MAX_K) -> int:
     """Validate an integer search parameter such as `k`, `depth` or `adjacent_k`."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInputError(f"{name} must be an integer, not {type(value).__name__}")
+        raise InvalidArgumentError(name, f"must be an integer, not {type(value).__name__}")
     if not minimum <= value <= maximum:
-        raise InvalidInputError(f"{name} must be between {minimum} and {maximum}, got {value}")
+        raise InvalidArgumentError(name, f"must be between {minimum} and {maximum}, got {value}")
     return value
 
 
 def check_fraction(name: str, value: Any) -> float:
     """Validate a number between 0 and 1, such as `lambda_mult` or `damping`."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidInputError(f"{name} must be a number between 0 and 1")
+        raise InvalidArgumentError(name, "must be a number between 0 and 1")
     if not 0.0 <= value <= 1.0:
-        raise InvalidInputError(f"{name} must be between 0 and 1, got {value}")
+        raise InvalidArgumentError(name, f"must be between 0 and 1, got {value}")
     return float(value)
 
 

@@ -4,6 +4,7 @@ problem and leave the store exactly as it was.  Add a row to `CASES` to add a ca
 from __future__ import annotations
 
 import math
+import pickle
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,8 @@ import pytest
 
 from graphstore import GraphStore, InvalidInputError, Link, Node, StoreOpenError
 from graphstore.embedded import EmbeddedStorage
+from graphstore.errors import InvalidArgumentError
+from graphstore.strategy import search_strategy
 from graphstore.testing.embeddings import KeyedEmbeddings
 
 DIM = 8
@@ -232,3 +235,15 @@ def test_a_store_built_from_the_wrong_parts_is_refused_at_once(
     with pytest.raises(InvalidInputError, match=message):
         make()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_argument_error_names_the_argument_and_survives_pickling() -> None:
+    """A range error carries the argument's name apart, for the CLI to name its option, and
+    crosses a process boundary (a worker's error) with its message intact."""
+    with pytest.raises(InvalidArgumentError) as raised:
+        search_strategy(k=5, lambda_mult=1.5)
+    error = raised.value
+    assert (error.argument, error.problem) == ("lambda_mult", "must be between 0 and 1, got 1.5")
+    copy = pickle.loads(pickle.dumps(error))
+    assert isinstance(copy, InvalidInputError)
+    assert str(copy) == str(error) == "lambda_mult must be between 0 and 1, got 1.5"
