@@ -319,6 +319,8 @@ async def _search(
     args: argparse.Namespace, store: GraphStore, metadata_filter: dict[str, Any] | None
 ) -> None:
     """`graphstore search`: hits as text or JSON lines, and with --debug the losers."""
+    if not args.query.strip():  # the library's message offers a vector, which no CLI user has
+        raise InvalidInputError("the query is empty: give words to search for")
     scoped = as_of_filter(metadata_filter, args.as_of_chapter)
     options = _given_options(args)
     stats = TraversalStats(keep_unselected=args.debug)

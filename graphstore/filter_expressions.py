@@ -6,7 +6,8 @@
 An expression is `KEY=VALUE`, `KEY!=VALUE`, `KEY<VALUE` (also `<=`, `>`, `>=`), or
 `KEY in V1,V2,…` / `KEY not in …` (a JSON list also works, for values holding commas).  A
 value is read as JSON when it is a number, `true`/`false` or a quoted string, and as plain
-text otherwise.  Several expressions must all hold.
+text otherwise; an empty value is refused (a shell variable that was not set), `""` is the
+empty string.  Several expressions must all hold.
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ def expression(text: str) -> tuple[str, Any]:
         raise InvalidInputError(
             f"--filter expects {USAGE}, got {text!r} (quote a value that starts with an "
             "operator as JSON text: KEY='\"<3\"')"
+        )
+    if not found["value"].strip():  # `chapter<`, `book=$UNSET`
+        raise InvalidInputError(
+            f"--filter {text!r} has no value (write KEY='\"\"' for the empty string)"
         )
     key, value = found["key"].strip(), filter_value(found["value"])
     if found["op"] == "=":

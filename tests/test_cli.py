@@ -148,6 +148,7 @@ def test_show_prints_links(ingested, capsys):
         (["prompt", "x", "--filter", "<=3"], "--filter expects KEY=VALUE"),
         (["prompt", "x", "--filter", "position in"], "--filter expects KEY=VALUE"),
         (["prompt", " "], "the scene must be a non-empty string"),
+        (["search", " \t"], "the query is empty: give words to search for"),
         (["prompt", "孙\udc80"], "the scene contains '\\udc80'"),
         (
             ["ingest", str(SAMPLE), "--links", "mentions", "--names", sys.executable],

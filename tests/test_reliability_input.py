@@ -781,7 +781,7 @@ def test_case14_cli_filter_values_are_json_scalars(models, tmp_path, capsys):
 
 
 def test_case14_filter_value_parsing():
-    assert filter_of(["n=3", "f=2.5", "b=true", 's="3"', "t=text", "x=NaN", "e=a=b"]) == {
+    assert filter_of(["n=3", "f=2.5", "b=true", 's="3"', "t=text", "x=NaN", "e=a=b", 'z=""']) == {
         "n": 3,
         "f": 2.5,
         "b": True,
@@ -789,6 +789,7 @@ def test_case14_filter_value_parsing():
         "t": "text",
         "x": "NaN",
         "e": "a=b",
+        "z": "",
     }
 
 
@@ -800,6 +801,8 @@ def test_case14_filter_value_parsing():
         ("chapter in 1,1e999", "--filter number 1e999 is out of range"),
         ("chapter<<3", "--filter expects"),
         ("book==a", "--filter expects"),
+        ("position<", "--filter 'position<' has no value (write KEY='\"\"' for the empty string)"),
+        ("book= ", "--filter 'book= ' has no value"),
     ],
 )
 def test_a_filter_value_that_cannot_be_meant_as_text_is_refused(expression, message):
