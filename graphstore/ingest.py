@@ -116,7 +116,21 @@ def discover(paths: Iterable[Path], root: Path | None = None) -> Discovered:
             files = []
         for file in files:
             found.setdefault(os.path.abspath(file), (file, source_name(file, base)))
+    check_sources_differ(found.values())
     return Discovered(list(found.values()), sorted(set(skipped)))
+
+
+def check_sources_differ(files: Iterable[tuple[Path, str]]) -> None:
+    """Refuse two files that one source name would stand for: a name with the byte 0xff
+    and another spelling `\\xff` out (`path_text`), whose passages would share ids."""
+    named: dict[str, Path] = {}
+    for file, source in files:
+        first = named.setdefault(source, file)
+        if first != file:
+            raise InvalidInputError(
+                f"two files are named {source} in passage ids: {first} and {file} (bytes of "
+                "a name that are not UTF-8 are written \\xNN); rename one"
+            )
 
 
 def check_found(paths: Sequence[Path], found: Discovered, stored: Mapping[str, str]) -> None:

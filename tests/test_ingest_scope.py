@@ -249,3 +249,22 @@ def test_delete_removes_what_was_ingested_from_paths_and_ids_and_checks_all_firs
     )
     assert main([*store, "delete", "docs/sub", "--id", "c.md#0"]) == 0
     assert capsys.readouterr().out == "removed 2 passages from s.db; store has 0 passages, 0 tags\n"
+
+
+async def test_two_files_whose_names_make_one_id_are_named_in_the_refusal(
+    backend: Storage, tmp_path: Path
+) -> None:
+    """A name with a byte that is not UTF-8 is written `\\xff` in ids, as is a name that
+    spells it out: the refusal used to say "node id … appears twice in one batch", naming
+    no file."""
+    raw = write(Path(os.fsdecode(os.fsencode(tmp_path) + b"/a\xff.md")), "Raw byte.\n")
+    spelled = write(tmp_path / "a\\xff.md", "Spelled out.\n")
+    store = GraphStore(KeyedEmbeddings(), backend)
+    with pytest.raises(InvalidInputError) as error:
+        await ingest_paths(store, tmp_path, root=tmp_path)
+    first, second = sorted([raw, spelled])
+    assert str(error.value) == (
+        f"two files are named a\\xff.md in passage ids: {first} and {second} (bytes of a name "
+        "that are not UTF-8 are written \\xNN); rename one"
+    )
+    assert await store.anode_ids() == []
