@@ -350,6 +350,7 @@ class EmbeddedStorage(Storage):
         if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip():
             raise InvalidInputError(f"the store path must be a non-empty path, got {path!r}")
         self.path = str(path)
+        self.local_files = () if self.path == ":memory:" else (os.path.abspath(self.path),)
         self.timeout = timeout
         self._lock = threading.RLock()
         opened = open_file(self.path, timeout)

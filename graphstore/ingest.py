@@ -20,7 +20,7 @@ as stale.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -97,11 +97,14 @@ class Discovered(NamedTuple):
     skipped: list[str]
 
 
-def discover(paths: Iterable[Path], root: Path | None = None) -> Discovered:
-    """Every ingestible file under `paths` once, with its source name (see `source_name`).
-    A path that does not exist is passed over: whether that is an error depends on what
-    the store holds from it (`check_found`)."""
+def discover(
+    paths: Iterable[Path], root: Path | None = None, store_files: Collection[str] = ()
+) -> Discovered:
+    """Every ingestible file under `paths` once, with its source name (see `source_name`),
+    but the store's own files (`Storage.local_files`).  A path that does not exist is passed
+    over: whether that is an error depends on what the store holds from it (`check_found`)."""
     base = ingest_root(root)
+    own = {os.path.realpath(file) for file in store_files}
     found: dict[str, tuple[Path, str]] = {}
     skipped: list[str] = []
     for path in paths:
@@ -115,7 +118,8 @@ def discover(paths: Iterable[Path], root: Path | None = None) -> Discovered:
         else:
             files = []
         for file in files:
-            found.setdefault(os.path.abspath(file), (file, source_name(file, base)))
+            if os.path.realpath(file) not in own:
+                found.setdefault(os.path.abspath(file), (file, source_name(file, base)))
     check_sources_differ(found.values())
     return Discovered(list(found.values()), sorted(set(skipped)))
 
@@ -299,7 +303,7 @@ async def ingest(
     from another file that still exists is refused before anything is written
     (`check_ids_free`).
     """
-    found = discover(paths, root)
+    found = discover(paths, root, store.storage.local_files)
     stored = await stored_files(store)
     check_found(paths, found, stored)
     files, skipped = found

@@ -95,6 +95,10 @@ class Storage(ABC):
         explained = any(CORRUPT_ROW not in problem for problem in problems)
         return self.check_note if explained else ""
 
+    local_files: tuple[str, ...] = ()
+    """The files this backend keeps on this machine, as absolute paths: an ingest of the
+    folder holding one does not read it as a document (a store named `notes.txt`)."""
+
     read_ahead = 0
     """How many of the likeliest next selections a traversal step also reads the tags of.
     Worth it where a round trip costs more than reading a few more tags in the same one (a

@@ -268,3 +268,15 @@ async def test_two_files_whose_names_make_one_id_are_named_in_the_refusal(
         "that are not UTF-8 are written \\xNN); rename one"
     )
     assert await store.anode_ids() == []
+
+
+def test_a_store_file_inside_the_folder_ingested_is_not_read_as_a_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--store notes/store.txt ingest notes` used to read the store itself and stop at
+    "looks binary"."""
+    write(tmp_path / "notes" / "a.md", "Ada.\n")
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        assert main(["--store", "notes/store.txt", "ingest", "notes", "--links", "none"]) == 0
+        assert capsys.readouterr().out.startswith("ingested 1 passage from 1 file")
