@@ -486,7 +486,7 @@ def test_case7_max_chars_below_one_is_a_one_line_error(models, tmp_path, capsys,
     status, _, err = cli(
         capsys, "--store", str(store), "ingest", str(tmp_path), "--max-chars", value
     )
-    one_line_error(status, err, f"max_chars must be a positive integer, got {value}")
+    one_line_error(status, err, f"--max-chars must be a positive integer, got {value}")
     assert not store.exists()
 
 
