@@ -140,12 +140,12 @@ def check_sources_differ(files: Iterable[tuple[Path, str]]) -> None:
 def check_found(paths: Sequence[Path], found: Discovered, stored: Mapping[str, str]) -> None:
     """Refuse a path that does not exist, unless passages were ingested from it (`stored`:
     id -> recorded file): then the ingest removes them, as `git add` of a deleted file
-    stages its removal.  Refuse too an ingest that finds no file to read and nothing
-    stored to remove (a mistyped or wrong folder)."""
+    stages its removal.  Refuse too an ingest that finds no file to read and no stored
+    passage to remove (a mistyped or wrong folder)."""
     for path in paths:
         if not os.path.lexists(path) and not recorded_within(stored, file_scopes(path)):
             raise InvalidInputError(f"{path} does not exist")
-    if not found.files and not recorded_within(stored, scopes_of(paths)):
+    if not found.files and not stale(recorded_within(stored, scopes_of(paths)), set(), set()):
         named = f" (skipped: {', '.join(found.skipped)})" if found.skipped else ""
         raise InvalidInputError(f"no .txt, .md or .html files found in the given paths{named}")
 

@@ -9,12 +9,14 @@ without the record (stored from Python, or by an older version) is never matched
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from graphstore.errors import InvalidInputError
-from graphstore.splitting import FILE, passage_source, recorded_file
+from graphstore.splitting import FILE, passage_source, recorded_file, text_path
 from graphstore.store import GraphStore
 
 
@@ -77,9 +79,27 @@ def ingested_from(recorded: Mapping[str, str], paths: Sequence[Path]) -> list[st
     return sorted(found)
 
 
+def is_gone(recorded: str) -> bool:
+    """Whether the recorded file is no longer a file here: missing, or now something else.
+    One this process may not look at (in a folder it may not read) is not gone, so its
+    passages are kept; a name with bytes that are not UTF-8, recorded as `\\xNN`
+    (`path_text`), is looked up by those bytes too."""
+    for path in dict.fromkeys((recorded, text_path(recorded))):
+        try:
+            if stat.S_ISREG(os.stat(path).st_mode):
+                return False
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as error:  # a loop of links is no file; no permission cannot tell
+            if error.errno in (errno.ELOOP, errno.ENAMETOOLONG):
+                continue
+            return False
+    return True
+
+
 def gone_files(recorded: Iterable[str]) -> set[str]:
-    """The recorded files that are no longer a file here."""
-    return {file for file in set(recorded) if not os.path.isfile(file)}
+    """The recorded files that are no longer a file here (`is_gone`)."""
+    return {file for file in set(recorded) if is_gone(file)}
 
 
 def check_ids_free(planned: Mapping[str, str], stored: Mapping[str, str]) -> None:
@@ -99,14 +119,14 @@ def check_ids_free(planned: Mapping[str, str], stored: Mapping[str, str]) -> Non
 def owned_elsewhere(recorded: str, file: str) -> bool:
     """Whether what was stored from the file `recorded` belongs to another file than `file`
     that still exists, and so may not be replaced from `file`."""
-    return recorded != file and os.path.isfile(recorded) and not same_file(recorded, file)
+    return recorded != file and not is_gone(recorded) and not same_file(recorded, file)
 
 
 def same_file(one: str, other: str) -> bool:
-    """Whether two paths reach one file (through a symbolic link, say); False when either
-    cannot be reached."""
+    """Whether two recorded paths reach one file (through a symbolic link, say); False when
+    either cannot be reached."""
     try:
-        return os.path.samefile(one, other)
+        return os.path.samefile(text_path(one), text_path(other))
     except OSError:
         return False
 
@@ -120,5 +140,5 @@ def stale(before: Mapping[str, str], written: set[str], read: set[str]) -> list[
     return sorted(
         passage_id
         for passage_id, file in before.items()
-        if passage_id not in written and (file in read or not os.path.isfile(file))
+        if passage_id not in written and (file in read or is_gone(file))
     )

@@ -442,6 +442,18 @@ def path_text(path: str) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
+ESCAPED_BYTE = re.compile(rb"\\x([89a-f][0-9a-f])")
+"""How `path_text` writes a byte that is not UTF-8 (always 0x80 or above)."""
+
+
+def text_path(text: str) -> str:
+    """The path `path_text` wrote as `text`, each `\\xNN` back to its byte (a name that spells
+    `\\xff` out reads as the byte: try `text` itself first)."""
+    return os.fsdecode(
+        ESCAPED_BYTE.sub(lambda found: bytes.fromhex(found[1].decode()), os.fsencode(text))
+    )
+
+
 FILE = "file"
 """The metadata key of the absolute path of a passage's or a card's file (`recorded_file`)."""
 

@@ -8,6 +8,8 @@ import os
 import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from graphstore import GraphStore, InvalidInputError, Node
 from graphstore.cli import main
 from graphstore.embedded import EmbeddedStorage
 from graphstore.ingest import IngestReport, ingest
+from graphstore.recorded_files import gone_files, recorded_files
 from graphstore.storage import Storage
 from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings
@@ -280,3 +283,75 @@ def test_a_store_file_inside_the_folder_ingested_is_not_read_as_a_document(
     for _ in range(2):
         assert main(["--store", "notes/store.txt", "ingest", "notes", "--links", "none"]) == 0
         assert capsys.readouterr().out.startswith("ingested 1 passage from 1 file")
+
+
+async def test_a_file_whose_name_is_not_utf8_is_not_taken_for_gone(
+    backend: Storage, tmp_path: Path
+) -> None:
+    """Its record spells the byte `\\xff`, which no file is named: an ingest of the folder
+    used to remove the passages of such a file it passed over (in a hidden folder), and
+    `check` to call it not found."""
+    hidden = write(Path(os.fsdecode(os.fsencode(tmp_path) + b"/h/.hidden/a\xff.md")), "Kept.\n")
+    write(tmp_path / "h" / "v.md", "Visible.\n")
+    store = GraphStore(KeyedEmbeddings(), backend)
+    await ingest_paths(store, hidden, root=tmp_path)
+    assert (await ingest_paths(store, tmp_path / "h", root=tmp_path)).removed == 0
+    assert await texts(store) == {"h/.hidden/a\\xff.md#0": "Kept.", "h/v.md#0": "Visible."}
+    assert gone_files((await recorded_files(store)).values()) == set()
+
+
+async def test_an_ingest_that_finds_no_file_and_would_remove_nothing_is_refused(
+    backend: Storage, tmp_path: Path
+) -> None:
+    """A folder whose only stored passages are of a file it passes over (hidden, ingested by
+    name) holds nothing to read and nothing to remove: refused, not a silent no-op."""
+    hidden = write(tmp_path / "docs" / ".h" / "h.md", "Hidden.\n")
+    store = GraphStore(KeyedEmbeddings(), backend)
+    await ingest_paths(store, hidden, root=tmp_path)
+    with pytest.raises(InvalidInputError, match=r"^no \.txt, \.md or \.html files found"):
+        await ingest_paths(store, tmp_path / "docs", root=tmp_path)
+    assert await texts(store) == {"docs/.h/h.md#0": "Hidden."}
+
+
+LOCKED_INGEST = """
+import sys
+from pathlib import Path
+from graphstore import GraphStore
+from graphstore.embedded import EmbeddedStorage
+from graphstore.ingest import ingest
+from graphstore.store import run_sync
+from graphstore.testing.embeddings import KeyedEmbeddings
+
+store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(sys.argv[1]))
+report = run_sync(ingest(store, [Path(sys.argv[2])], linkers=[], root=Path(sys.argv[3])))
+print(report.removed, sorted(run_sync(store.anode_ids())))
+"""
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv to drop privileges")
+def test_the_passages_of_a_folder_the_ingest_may_not_read_are_kept(tmp_path: Path) -> None:
+    """A subfolder the ingest may not read is not scanned (`rglob` passes over it), and its
+    files used to be taken for gone (`isfile` says False when it may not look): their
+    passages were removed although the files are there."""
+    docs = tmp_path / "docs"
+    write(docs / "locked" / "a.md", "Locked.\n")
+    write(docs / "b.md", "Open.\n")
+    path = tmp_path / "s.db"
+    store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(path))
+    run_sync(ingest_paths(store, docs, root=tmp_path))
+    store.close()
+    (docs / "locked").chmod(0)
+    try:
+        # Without privileges, so that a root test run meets the permission too.
+        drop = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"] if os.geteuid() == 0 else []
+        result = subprocess.run(
+            [*drop, sys.executable, "-c", LOCKED_INGEST, str(path), str(docs), str(tmp_path)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+    finally:
+        (docs / "locked").chmod(0o755)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "0 ['docs/b.md#0', 'docs/locked/a.md#0']\n"
