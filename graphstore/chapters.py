@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graphstore.errors import InvalidInputError
+from graphstore.errors import InvalidArgumentError
 
 DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4}
 DIGITS |= {"五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
@@ -62,7 +62,7 @@ def section_chapter(section: Sequence[str]) -> int | None:
 def check_chapter(name: str, chapter: Any) -> int:
     """A chapter number (an integer ≥ 0) or a one-line error."""
     if isinstance(chapter, bool) or not isinstance(chapter, int) or chapter < 0:
-        raise InvalidInputError(f"{name} must be an integer ≥ 0 (a chapter), got {chapter!r}")
+        raise InvalidArgumentError(name, f"must be an integer ≥ 0 (a chapter), got {chapter!r}")
     return chapter
 
 

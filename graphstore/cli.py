@@ -25,10 +25,10 @@ from graphstore.card_store import aingest_with_cards
 from graphstore.cards import CARD, card_id
 from graphstore.chapters import as_of_filter
 from graphstore.embeddings import E5Embeddings, load_embeddings, load_recorded
-from graphstore.errors import GraphStoreError, InvalidArgumentError, InvalidInputError
+from graphstore.errors import GraphStoreError, InvalidArgumentError, InvalidInputError, one_line
 from graphstore.filter_expressions import filter_of
 from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, text_linker
-from graphstore.inline import inline
+from graphstore.inline import escaped, inline
 from graphstore.links import TagKey
 from graphstore.location import (
     STORE_ENV,
@@ -68,6 +68,7 @@ OPTIONS = {
     "card_share": "--card-share",
     "max_chars": "--max-chars",
     "top_tags": "--top",
+    "as_of_chapter": "--as-of-chapter",
 }
 """The option of each library argument the commands pass on as given, for its errors."""
 SKIPPED_SHOWN = 5
@@ -177,7 +178,12 @@ def _parser() -> argparse.ArgumentParser:
         help="files or folders, gone or not: the passages and cards ingested from them",
     )
     delete.add_argument(
-        "--id", dest="ids", action="append", default=[], help="a passage or card id, repeatable"
+        "--id",
+        dest="ids",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a passage or card id, repeatable",
     )
 
     stats = commands.add_parser("stats", help="counts and the most frequent tags")
@@ -229,13 +235,21 @@ def _given_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _path_arguments(args: argparse.Namespace) -> None:
     """The path arguments as paths, an empty one refused: `Path("")` is the current folder,
-    so `ingest ""` (a variable that was not set) would ingest everything under it."""
+    so `ingest ""` (a variable that was not set) would ingest everything under it; and for
+    the same reason `delete` of a filesystem root (`"$DIR/"`)."""
     if any(not path.strip() for path in args.paths):
+        current = " (. for the current one)" if args.command == "ingest" else ""
         raise InvalidInputError(
-            f"a path to {args.command} is empty: give a file or a folder (. for the current one)"
+            f"a path to {args.command} is empty: give a file or a folder{current}"
         )
     args.paths = [Path(path) for path in args.paths]
-    if args.command != "ingest":
+    if args.command == "delete":
+        for path in args.paths:
+            absolute = os.path.abspath(path)
+            if os.path.dirname(absolute) == absolute:  # `delete "$DIR/"` with DIR not set
+                raise InvalidInputError(
+                    f"will not delete everything ingested under {path}: give the folders themselves"
+                )
         return
     for option, wanted in (
         ("root", "a folder (. for the current one)"),
@@ -513,6 +527,8 @@ async def _delete(args: argparse.Namespace, store: GraphStore, shown: str) -> No
     typo removes nothing."""
     if not args.paths and not args.ids:
         raise InvalidInputError("give files or folders whose passages to delete, or --id ID")
+    if any(not node_id.strip() for node_id in args.ids):
+        raise InvalidInputError("an --id is empty: give a passage or card id")
     ids = set(ingested_from(await recorded_files(store), args.paths) if args.paths else ())
     for node_id in args.ids:
         ids.add((await _stored_node(store, node_id, shown)).id)
@@ -577,6 +593,16 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
+def _failed(args: argparse.Namespace, message: str) -> int:
+    """Print the one-line error `message`, the store's password redacted and characters
+    that do not print escaped (a file name with a newline), and return the status 2."""
+    for location in (args.store, os.environ.get(STORE_ENV)):
+        if location:
+            message = message.replace(location, redact(location))
+    print(f"graphstore: error: {escaped(message)}", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `graphstore` command."""
     args = _parser().parse_args(argv)
@@ -593,19 +619,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # here, so a closed pipe is caught below, not at exit
         return status
     except GraphStoreError as error:
-        message = str(error)
         if isinstance(error, InvalidArgumentError) and error.argument in OPTIONS:
-            message = f"{OPTIONS[error.argument]} {error.problem}"
-        for location in (args.store, os.environ.get(STORE_ENV)):
-            if location:
-                message = message.replace(location, redact(location))
-        print(f"graphstore: error: {message}", file=sys.stderr)
-        return 2
+            return _failed(args, f"{OPTIONS[error.argument]} {error.problem}")
+        return _failed(args, str(error))
     except BrokenPipeError:
         # The reader left (`graphstore search … | head -1`): stop quietly, as `cat` does.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as error:  # a path the system refuses: a name too long, no permission
+        named = f"{os.fsdecode(error.filename)}: " if error.filename is not None else ""
+        return _failed(args, f"{named}{error.strerror or one_line(error)}")
     except KeyboardInterrupt:
         print("graphstore: interrupted", file=sys.stderr)
         return 130

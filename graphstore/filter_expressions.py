@@ -54,7 +54,10 @@ def _values(text: str) -> list[Scalar]:
         listed = None
     if isinstance(listed, list):
         return [filter_value(json.dumps(item, ensure_ascii=False)) for item in listed]
-    return [filter_value(item.strip()) for item in text.split(",")]
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):  # `book in ,`, `book in a,`
+        raise InvalidInputError(f"--filter list {text!r} has an empty value (write '\"\"' for it)")
+    return [filter_value(item) for item in items]
 
 
 def expression(text: str) -> tuple[str, Any]:

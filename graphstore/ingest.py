@@ -117,6 +117,8 @@ def discover(
             raise InvalidInputError(f"{path} is neither a regular file nor a folder")
         else:
             files = []
+        if files == [path] and os.path.realpath(path) in own:
+            raise InvalidInputError(f"{path} is the store itself, not a document")
         for file in files:
             if os.path.realpath(file) not in own:
                 found.setdefault(os.path.abspath(file), (file, source_name(file, base)))
@@ -132,8 +134,8 @@ def check_sources_differ(files: Iterable[tuple[Path, str]]) -> None:
         first = named.setdefault(source, file)
         if first != file:
             raise InvalidInputError(
-                f"two files are named {source} in passage ids: {first} and {file} (bytes of "
-                "a name that are not UTF-8 are written \\xNN); rename one"
+                f"{source} names two files in passage ids: one whose name holds bytes that "
+                "are not UTF-8, written \\xNN, and one whose name spells them out; rename one"
             )
 
 

@@ -1,6 +1,7 @@
 """Names shown on one line (ids, file names, tags, sections): as they are when printable,
 else JSON-quoted, so a newline or a terminal escape in a file name can neither split one
-entry in two nor reach the terminal raw (`graphstore search`, `graphstore prompt`)."""
+entry in two nor reach the terminal raw (`graphstore search`, `graphstore prompt`, and
+the names an error message quotes)."""
 
 from __future__ import annotations
 
@@ -10,3 +11,23 @@ import json
 def inline(text: str) -> str:
     """`text` as is when it prints on one line, else JSON-quoted."""
     return text if text.isprintable() else json.dumps(text, ensure_ascii=False)
+
+
+def escaped(text: str) -> str:
+    """`text` with each character that does not print escaped: for a message quoting names
+    (an error naming a file), which stays readable around them.  A byte of a file name that
+    is not UTF-8 (a surrogate escape) reads `\\xNN`, as ids spell it (`path_text`)."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _escape(char) for char in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if SURROGATE_ESCAPES[0] <= code <= SURROGATE_ESCAPES[1]:
+        return f"\\x{code - 0xDC00:02x}"
+    return json.dumps(char)[1:-1]
+
+
+SURROGATE_ESCAPES = (0xDC80, 0xDCFF)
+"""Where Python puts the bytes of a file name that are not UTF-8 (`surrogateescape`)."""

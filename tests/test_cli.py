@@ -149,6 +149,8 @@ def test_show_prints_links(ingested, capsys):
         (["prompt", "x", "--filter", "position in"], "--filter expects KEY=VALUE"),
         (["prompt", " "], "the scene must be a non-empty string"),
         (["search", " \t"], "the query is empty: give words to search for"),
+        (["search", "x", "--as-of-chapter", "-1"], "--as-of-chapter must be an integer ≥ 0"),
+        (["search", "x", "--filter", "book in a,"], "--filter list 'a,' has an empty value"),
         (["prompt", "孙\udc80"], "the scene contains '\\udc80'"),
         (
             ["ingest", str(SAMPLE), "--links", "mentions", "--names", sys.executable],

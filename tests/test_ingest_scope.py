@@ -238,6 +238,10 @@ def test_delete_removes_what_was_ingested_from_paths_and_ids_and_checks_all_firs
         (["docs/a.md", "nowhere"], "nothing in the store was ingested from nowhere"),
         (["docs", "--id", "c.md#9"], "no passage with id 'c.md#9' in s.db"),
         ([], "give files or folders whose passages to delete, or --id ID"),
+        (["docs", "--id", " "], "an --id is empty: give a passage or card id"),
+        (["docs", "/"], "will not delete everything ingested under /: give the folders themselves"),
+        (["docs", "a\nb"], "nothing in the store was ingested from a\\nb"),
+        (["a" * 300], f"{'a' * 300}: File name too long"),
     ):
         assert main([*store, "delete", *args]) == 2
         assert capsys.readouterr().err == f"graphstore: error: {message}\n"
@@ -265,10 +269,10 @@ async def test_two_files_whose_names_make_one_id_are_named_in_the_refusal(
     store = GraphStore(KeyedEmbeddings(), backend)
     with pytest.raises(InvalidInputError) as error:
         await ingest_paths(store, tmp_path, root=tmp_path)
-    first, second = sorted([raw, spelled])
+    assert raw != spelled
     assert str(error.value) == (
-        f"two files are named a\\xff.md in passage ids: {first} and {second} (bytes of a name "
-        "that are not UTF-8 are written \\xNN); rename one"
+        "a\\xff.md names two files in passage ids: one whose name holds bytes that are not "
+        "UTF-8, written \\xNN, and one whose name spells them out; rename one"
     )
     assert await store.anode_ids() == []
 
@@ -283,6 +287,10 @@ def test_a_store_file_inside_the_folder_ingested_is_not_read_as_a_document(
     for _ in range(2):
         assert main(["--store", "notes/store.txt", "ingest", "notes", "--links", "none"]) == 0
         assert capsys.readouterr().out.startswith("ingested 1 passage from 1 file")
+    assert main(["--store", "notes/store.txt", "ingest", "notes/store.txt"]) == 2
+    assert capsys.readouterr().err == (
+        "graphstore: error: notes/store.txt is the store itself, not a document\n"
+    )
 
 
 async def test_a_file_whose_name_is_not_utf8_is_not_taken_for_gone(
