@@ -585,7 +585,7 @@ def _skipped(names: Sequence[str]) -> str:
     more = f" and {len(names) - SKIPPED_SHOWN} more" if len(names) > SKIPPED_SHOWN else ""
     return (
         f"skipped {len(names)} {'entry' if one else 'entries'} not read as a file (a link "
-        f"to nothing or to a folder, a pipe): {shown}{more}"
+        f"to nothing or to a folder, a pipe, a folder it may not read): {shown}{more}"
     )
 
 

@@ -143,7 +143,7 @@ class FolderFiles(NamedTuple):
     """The entries under a folder, not hidden: the regular files with an ingestible suffix
     to read, and those `skipped`, which an ingest names instead of passing over in silence:
     an entry with such a suffix that is neither a file nor a folder (a link to nothing or
-    to itself, a pipe, a device), and a link to a folder."""
+    to itself, a pipe, a device), a link to a folder, and a folder it may not read."""
 
     files: list[Path]
     skipped: list[Path]
@@ -153,21 +153,25 @@ def scan_folder(folder: Path, suffixes: Collection[str]) -> FolderFiles:
     """The files under `folder` whose suffix (in any case) is one of `suffixes`, sorted,
     leaving out hidden files and folders below it (a project's `.git` or `.venv` is not
     ingested), and the entries not read: those with such a suffix that cannot be read as a
-    file, and links to folders (not followed, as `find` and `git` do not follow them: a
-    link may lead back up or out of the tree; give the folder itself to ingest it)."""
-    found = FolderFiles([], [])
-    for path in sorted(folder.rglob("*")):
-        if any(part.startswith(".") for part in path.relative_to(folder).parts):
-            continue
-        if path.is_symlink() and path.is_dir():
-            found.skipped.append(path)
-        elif path.suffix.lower() not in suffixes:
-            continue
-        elif path.is_file():
-            found.files.append(path)
-        elif not path.is_dir():
-            found.skipped.append(path)
-    return found
+    file, links to folders (not followed, as `find` and `git` do not follow them: a link
+    may lead back up or out of the tree; give the folder itself to ingest it), and folders
+    that may not be read (which `Path.rglob` passes over in silence)."""
+    files: list[Path] = []
+    skipped: list[Path] = []
+    unreadable: list[OSError] = []
+    for top, folders, names in os.walk(folder, onerror=unreadable.append):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        skipped.extend(Path(top, name) for name in folders if os.path.islink(Path(top, name)))
+        for name in names:
+            path = Path(top, name)
+            if name.startswith(".") or path.suffix.lower() not in suffixes:
+                continue
+            if path.is_file():
+                files.append(path)
+            elif not path.is_dir():
+                skipped.append(path)
+    skipped.extend(Path(error.filename) for error in unreadable if error.filename)
+    return FolderFiles(sorted(files), sorted(skipped))
 
 
 def read_text(path: Path) -> str:

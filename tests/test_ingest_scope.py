@@ -332,15 +332,16 @@ from graphstore.testing.embeddings import KeyedEmbeddings
 
 store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(sys.argv[1]))
 report = run_sync(ingest(store, [Path(sys.argv[2])], linkers=[], root=Path(sys.argv[3])))
-print(report.removed, sorted(run_sync(store.anode_ids())))
+print(report.removed, report.skipped, sorted(run_sync(store.anode_ids())))
 """
 
 
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv to drop privileges")
 def test_the_passages_of_a_folder_the_ingest_may_not_read_are_kept(tmp_path: Path) -> None:
-    """A subfolder the ingest may not read is not scanned (`rglob` passes over it), and its
-    files used to be taken for gone (`isfile` says False when it may not look): their
-    passages were removed although the files are there."""
+    """A subfolder the ingest may not read was passed over in silence (`rglob` does), and
+    its files taken for gone (`isfile` says False when it may not look): their passages
+    were removed although the files are there.  Now it is named among the skipped, and its
+    passages are kept."""
     docs = tmp_path / "docs"
     write(docs / "locked" / "a.md", "Locked.\n")
     write(docs / "b.md", "Open.\n")
@@ -362,4 +363,4 @@ def test_the_passages_of_a_folder_the_ingest_may_not_read_are_kept(tmp_path: Pat
     finally:
         (docs / "locked").chmod(0o755)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "0 ['docs/b.md#0', 'docs/locked/a.md#0']\n"
+    assert result.stdout == "0 ['docs/locked'] ['docs/b.md#0', 'docs/locked/a.md#0']\n"

@@ -641,7 +641,8 @@ def test_case14_a_folder_ingest_names_the_entries_it_skips(models, tmp_path, cap
     assert status == 0
     assert err.splitlines()[-1] + "\n" == (
         "graphstore: skipped 4 entries not read as a file (a link to nothing or to a folder, "
-        "a pipe): notes/b.md, notes/loop.md, notes/pipe.txt, notes/shared\n"
+        "a pipe, a folder it may not read): notes/b.md, notes/loop.md, notes/pipe.txt, "
+        "notes/shared\n"
     )
     assert "from 1 file" in out
     assert "removed 1 stale passage" in out
@@ -683,7 +684,7 @@ def test_case14_a_card_folder_ingest_names_the_entries_it_skips(models, tmp_path
     assert status == 0
     assert err.splitlines()[-1] + "\n" == (
         "graphstore: skipped 1 entry not read as a file (a link to nothing or to a folder, "
-        "a pipe): cards/bajie.md\n"
+        "a pipe, a folder it may not read): cards/bajie.md\n"
     )
     assert "and 1 card" in out
     assert "removed 1 stale passage" in out
