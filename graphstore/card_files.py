@@ -24,7 +24,7 @@ path (`Card.file`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -89,22 +89,24 @@ class CardFolder(NamedTuple):
     (`[]`) too: a card ingest removes the cards such a file no longer declares."""
 
 
-def card_files(folder: Path) -> FolderFiles:
-    """The card files under `folder` (`.md`, `.markdown`, `.yaml`, `.yml`; not hidden): none
-    when it does not exist (whether that is an error depends on the cards stored from it),
-    a one-line error when it is not a folder."""
+def card_files(folder: Path, store_files: Collection[str] = ()) -> FolderFiles:
+    """The card files under `folder` (`.md`, `.markdown`, `.yaml`, `.yml`; not hidden, not
+    the store's own `store_files`): none when it does not exist (whether that is an error
+    depends on the cards stored from it), a one-line error when it is not a folder."""
     if not os.path.lexists(folder):
         return FolderFiles([], [])
     if not folder.is_dir():
         raise InvalidInputError(f"{folder} is not a folder of cards")
-    return scan_folder(folder, MARKDOWN + YAML)
+    return scan_folder(folder, MARKDOWN + YAML, store_files)
 
 
-def read_cards(folder: Path, source_name: Callable[[Path], str]) -> CardFolder:
-    """Every card under `folder` (`card_files`), checked, with no two sharing a name or
-    alias; `source_name` names a file as passage ids do, and each card records its file's
-    absolute path."""
-    found = card_files(folder)
+def read_cards(
+    folder: Path, source_name: Callable[[Path], str], store_files: Collection[str] = ()
+) -> CardFolder:
+    """Every card under `folder` (`card_files`, without `store_files`), checked, with no two
+    sharing a name or alias; `source_name` names a file as passage ids do, and each card
+    records its file's absolute path."""
+    found = card_files(folder, store_files)
     cards: list[Card] = []
     files: list[str] = []
     for path in found.files:

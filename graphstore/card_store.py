@@ -149,7 +149,9 @@ async def aingest_with_cards(
     folder = CardFolder([], [], [])
     scopes: list[str] = []
     if cards_folder:
-        folder = read_cards(cards_folder, lambda path: source_name(path, base))
+        folder = read_cards(
+            cards_folder, lambda path: source_name(path, base), store.storage.local_files
+        )
         scopes = file_scopes(cards_folder)
     cards = folder.cards
     plan = await aplan_cards(store, cards, scopes, folder.files)

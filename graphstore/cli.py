@@ -581,7 +581,7 @@ def _tag_filter(max_tag_df: float | None) -> TagFrequencyFilter | None:
 def _skipped(names: Sequence[str]) -> str:
     """One line naming the entries an ingest skipped (the first `SKIPPED_SHOWN`)."""
     one = len(names) == 1
-    shown = ", ".join(names[:SKIPPED_SHOWN])
+    shown = ", ".join(inline(name) for name in names[:SKIPPED_SHOWN])
     more = f" and {len(names) - SKIPPED_SHOWN} more" if len(names) > SKIPPED_SHOWN else ""
     return (
         f"skipped {len(names)} {'entry' if one else 'entries'} not read as a file (a link "

@@ -109,7 +109,7 @@ def discover(
     skipped: list[str] = []
     for path in paths:
         if path.is_dir():
-            files, unreadable = scan_folder(path, SUFFIXES)
+            files, unreadable = scan_folder(path, SUFFIXES, store_files)
             skipped.extend(source_name(entry, base) for entry in unreadable)
         elif path.is_file():
             files = [path]
@@ -120,8 +120,7 @@ def discover(
         if files == [path] and os.path.realpath(path) in own:
             raise InvalidInputError(f"{path} is the store itself, not a document")
         for file in files:
-            if os.path.realpath(file) not in own:
-                found.setdefault(os.path.abspath(file), (file, source_name(file, base)))
+            found.setdefault(os.path.abspath(file), (file, source_name(file, base)))
     check_sources_differ(found.values())
     return Discovered(list(found.values()), sorted(set(skipped)))
 

@@ -37,16 +37,15 @@ def recorded_within(recorded: Mapping[str, str], scopes: Sequence[str]) -> dict[
 
 
 def file_scopes(path: Path) -> list[str]:
-    """What `path` covers among the recorded files (see `covers`): a file's absolute path, a
-    folder's and `/`, and both for a path that no longer exists, which may have been either.
-    Unlike a source name, the same whatever the root or the current folder."""
+    """What `path` covers among the recorded files (see `covers`): a file's absolute path;
+    for a folder, or a path that no longer exists, also the folder's and `/` (a file that
+    became a folder, or a path gone that may have been either).  Unlike a source name, the
+    same whatever the root or the current folder; `os.path` never raises, so a path it may
+    not look at is a scope too."""
     file = recorded_file(path)
-    folder = file.rstrip("/") + "/"
-    if path.is_dir():
-        return [folder]
-    if os.path.lexists(path):
+    if os.path.lexists(path) and not os.path.isdir(path):
         return [file]
-    return [file, folder]
+    return [file, file.rstrip("/") + "/"]
 
 
 def scopes_of(paths: Iterable[Path]) -> list[str]:

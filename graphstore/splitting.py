@@ -149,28 +149,39 @@ class FolderFiles(NamedTuple):
     skipped: list[Path]
 
 
-def scan_folder(folder: Path, suffixes: Collection[str]) -> FolderFiles:
+def scan_folder(
+    folder: Path, suffixes: Collection[str], leave_out: Collection[str] = ()
+) -> FolderFiles:
     """The files under `folder` whose suffix (in any case) is one of `suffixes`, sorted,
     leaving out hidden files and folders below it (a project's `.git` or `.venv` is not
-    ingested), and the entries not read: those with such a suffix that cannot be read as a
-    file, links to folders (not followed, as `find` and `git` do not follow them: a link
-    may lead back up or out of the tree; give the folder itself to ingest it), and folders
-    that may not be read (which `Path.rglob` passes over in silence)."""
+    ingested) and the files `leave_out` names (the store's own, `Storage.local_files`), and
+    the entries not read: those with such a suffix that cannot be read as a file, links to
+    folders (not followed, as `find` and `git` do not follow them: a link may lead back up
+    or out of the tree; give the folder itself to ingest it), and folders that may not be
+    read (which `Path.rglob` passes over in silence).  A stack, not recursion, so a deep
+    tree is no limit."""
+    left_out = {os.path.realpath(file) for file in leave_out}
     files: list[Path] = []
     skipped: list[Path] = []
-    unreadable: list[OSError] = []
-    for top, folders, names in os.walk(folder, onerror=unreadable.append):
-        folders[:] = [name for name in folders if not name.startswith(".")]
-        skipped.extend(Path(top, name) for name in folders if os.path.islink(Path(top, name)))
-        for name in names:
-            path = Path(top, name)
-            if name.startswith(".") or path.suffix.lower() not in suffixes:
+    stack = [folder]
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as listing:
+                entries = [Path(entry.path) for entry in listing if not entry.name.startswith(".")]
+        except OSError:
+            skipped.append(top)
+            continue
+        for path in entries:
+            if os.path.isdir(path):  # never raises: a folder it may not look at is no folder
+                (skipped if path.is_symlink() else stack).append(path)
+            elif path.suffix.lower() not in suffixes:
                 continue
-            if path.is_file():
-                files.append(path)
-            elif not path.is_dir():
+            elif os.path.isfile(path):
+                if os.path.realpath(path) not in left_out:
+                    files.append(path)
+            else:
                 skipped.append(path)
-    skipped.extend(Path(error.filename) for error in unreadable if error.filename)
     return FolderFiles(sorted(files), sorted(skipped))
 
 

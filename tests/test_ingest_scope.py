@@ -19,6 +19,7 @@ from graphstore.cli import main
 from graphstore.embedded import EmbeddedStorage
 from graphstore.ingest import IngestReport, ingest
 from graphstore.recorded_files import gone_files, recorded_files
+from graphstore.splitting import SUFFIXES, scan_folder
 from graphstore.storage import Storage
 from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings
@@ -241,10 +242,12 @@ def test_delete_removes_what_was_ingested_from_paths_and_ids_and_checks_all_firs
         (["docs", "--id", " "], "an --id is empty: give a passage or card id"),
         (["docs", "/"], "will not delete everything ingested under /: give the folders themselves"),
         (["docs", "a\nb"], "nothing in the store was ingested from a\\nb"),
-        (["a" * 300], f"{'a' * 300}: File name too long"),
+        (["a" * 300], f"nothing in the store was ingested from {'a' * 300}"),
     ):
         assert main([*store, "delete", *args]) == 2
         assert capsys.readouterr().err == f"graphstore: error: {message}\n"
+    assert main([*store, "ingest", "a" * 300]) == 2  # the system refuses the name: one line
+    assert capsys.readouterr().err == f"graphstore: error: {'a' * 300}: File name too long\n"
     assert main([*store, "delete", "docs/a.md"]) == 0
     assert capsys.readouterr().out == "removed 2 passages from s.db; store has 2 passages, 0 tags\n"
     (tmp_path / "docs" / "sub" / "b.md").unlink()
@@ -340,16 +343,18 @@ print(report.removed, report.skipped, sorted(run_sync(store.anode_ids())))
 def test_the_passages_of_a_folder_the_ingest_may_not_read_are_kept(tmp_path: Path) -> None:
     """A subfolder the ingest may not read was passed over in silence (`rglob` does), and
     its files taken for gone (`isfile` says False when it may not look): their passages
-    were removed although the files are there.  Now it is named among the skipped, and its
-    passages are kept."""
+    were removed although the files are there; a file in a folder it may list but not enter
+    stopped the ingest.  Now both are named among the skipped, and their passages kept."""
     docs = tmp_path / "docs"
     write(docs / "locked" / "a.md", "Locked.\n")
+    write(docs / "listed" / "c.md", "Listed, not entered.\n")
     write(docs / "b.md", "Open.\n")
     path = tmp_path / "s.db"
     store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(path))
     run_sync(ingest_paths(store, docs, root=tmp_path))
     store.close()
     (docs / "locked").chmod(0)
+    (docs / "listed").chmod(0o444)
     try:
         # Without privileges, so that a root test run meets the permission too.
         drop = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"] if os.geteuid() == 0 else []
@@ -362,5 +367,47 @@ def test_the_passages_of_a_folder_the_ingest_may_not_read_are_kept(tmp_path: Pat
         )
     finally:
         (docs / "locked").chmod(0o755)
+        (docs / "listed").chmod(0o755)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "0 ['docs/locked'] ['docs/b.md#0', 'docs/locked/a.md#0']\n"
+    kept = "['docs/b.md#0', 'docs/listed/c.md#0', 'docs/locked/a.md#0']"
+    assert result.stdout == f"0 ['docs/listed/c.md', 'docs/locked'] {kept}\n"
+
+
+async def test_a_file_that_became_a_folder_of_its_name_loses_its_passages(
+    backend: Storage, tmp_path: Path
+) -> None:
+    """The folder's scope covered only the files under it, so the passages of the file it
+    replaced survived every ingest and every `delete` of the path."""
+    write(tmp_path / "x.txt", "A file.\n")
+    store = GraphStore(KeyedEmbeddings(), backend)
+    await ingest_paths(store, tmp_path / "x.txt", root=tmp_path)
+    (tmp_path / "x.txt").unlink()
+    write(tmp_path / "x.txt" / "i.txt", "Now a folder.\n")
+    assert (await ingest_paths(store, tmp_path / "x.txt", root=tmp_path)).removed == 1
+    assert await texts(store) == {"x.txt/i.txt#0": "Now a folder."}
+
+
+def test_a_deep_tree_is_scanned_without_recursion(tmp_path: Path) -> None:
+    """`Path.rglob` (and Python 3.11's `os.walk`) recurse per level: a tree deeper than the
+    recursion limit ended in a traceback."""
+    deepest = tmp_path
+    for _ in range(1200):  # `Path.mkdir(parents=True)` recurses too
+        deepest /= "d"
+        deepest.mkdir()
+    write(deepest / "a.md", "Deep.\n")
+    found = scan_folder(tmp_path, SUFFIXES)
+    assert (found.files == [deepest / "a.md"], found.skipped) == (True, [])
+
+
+def test_skipped_entries_are_named_on_one_line_whatever_their_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A link to nothing named with a newline and a terminal escape split the "skipped"
+    notice and reached the terminal raw."""
+    write(tmp_path / "d" / "a.txt", "Text.\n")
+    (tmp_path / "d" / "b\nc\x1b[7m.txt").symlink_to(tmp_path / "nowhere")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--store", "s.db", "ingest", "d", "--links", "none"]) == 0
+    assert capsys.readouterr().err.endswith(
+        'a pipe, a folder it may not read): "d/b\\nc\\u001b[7m.txt"\n'
+    )
