@@ -113,9 +113,9 @@ def discover(
             skipped.extend(source_name(entry, base) for entry in unreadable)
         elif path.is_file():
             files = [path]
-        elif os.path.lexists(path):  # a pipe, a device, a link to nothing or to itself
+        elif os.path.exists(path):  # a pipe, a device
             raise InvalidInputError(f"{path} is neither a regular file nor a folder")
-        else:
+        else:  # gone, or a link to nothing or to itself: `check_found` decides
             files = []
         if files == [path] and os.path.realpath(path) in own:
             raise InvalidInputError(f"{path} is the store itself, not a document")
@@ -139,13 +139,15 @@ def check_sources_differ(files: Iterable[tuple[Path, str]]) -> None:
 
 
 def check_found(paths: Sequence[Path], found: Discovered, stored: Mapping[str, str]) -> None:
-    """Refuse a path that does not exist, unless passages were ingested from it (`stored`:
-    id -> recorded file): then the ingest removes them, as `git add` of a deleted file
-    stages its removal.  Refuse too an ingest that finds no file to read and no stored
-    passage to remove (a mistyped or wrong folder)."""
+    """Refuse a path that does not exist (or a link to nothing), unless passages were
+    ingested from it (`stored`: id -> recorded file): then the ingest removes them, as
+    `git add` of a deleted file stages its removal.  Refuse too an ingest that finds no
+    file to read and no stored passage to remove (a mistyped or wrong folder)."""
     for path in paths:
-        if not os.path.lexists(path) and not recorded_within(stored, file_scopes(path)):
-            raise InvalidInputError(f"{path} does not exist")
+        if not os.path.exists(path) and not recorded_within(stored, file_scopes(path)):
+            linked = os.path.lexists(path)  # a link to nothing or to itself
+            what = "is neither a regular file nor a folder" if linked else "does not exist"
+            raise InvalidInputError(f"{path} {what}")
     if not found.files and not stale(recorded_within(stored, scopes_of(paths)), set(), set()):
         named = f" (skipped: {', '.join(found.skipped)})" if found.skipped else ""
         raise InvalidInputError(f"no .txt, .md or .html files found in the given paths{named}")

@@ -390,13 +390,18 @@ async def test_a_file_that_became_a_folder_of_its_name_loses_its_passages(
 def test_a_deep_tree_is_scanned_without_recursion(tmp_path: Path) -> None:
     """`Path.rglob` (and Python 3.11's `os.walk`) recurse per level: a tree deeper than the
     recursion limit ended in a traceback."""
-    deepest = tmp_path
+    levels = [tmp_path]
     for _ in range(1200):  # `Path.mkdir(parents=True)` recurses too
-        deepest /= "d"
-        deepest.mkdir()
-    write(deepest / "a.md", "Deep.\n")
-    found = scan_folder(tmp_path, SUFFIXES)
-    assert (found.files == [deepest / "a.md"], found.skipped) == (True, [])
+        levels.append(levels[-1] / "d")
+        levels[-1].mkdir()
+    file = write(levels[-1] / "a.md", "Deep.\n")
+    try:
+        found = scan_folder(tmp_path, SUFFIXES)
+        assert (found.files == [file], found.skipped) == (True, [])
+    finally:  # so does `shutil.rmtree`, with which pytest clears old temporary folders
+        file.unlink()
+        for level in reversed(levels[1:]):
+            level.rmdir()
 
 
 def test_skipped_entries_are_named_on_one_line_whatever_their_names(
@@ -411,3 +416,19 @@ def test_skipped_entries_are_named_on_one_line_whatever_their_names(
     assert capsys.readouterr().err.endswith(
         'a pipe, a folder it may not read): "d/b\\nc\\u001b[7m.txt"\n'
     )
+
+
+async def test_a_link_given_by_name_whose_file_is_gone_loses_its_passages(
+    backend: Storage, tmp_path: Path
+) -> None:
+    """Ingesting the link's folder removed them, but the link by name was refused as
+    "neither a regular file nor a folder"; now it is, once nothing is stored from it."""
+    (tmp_path / "link.md").symlink_to(write(tmp_path / "real.md", "Real.\n"))
+    store = GraphStore(KeyedEmbeddings(), backend)
+    await ingest_paths(store, tmp_path / "link.md", root=tmp_path)
+    (tmp_path / "real.md").unlink()
+    assert (await ingest_paths(store, tmp_path / "link.md", root=tmp_path)).removed == 1
+    assert await store.anode_ids() == []
+    message = f"^{re.escape(str(tmp_path / 'link.md'))} is neither a regular file nor a folder$"
+    with pytest.raises(InvalidInputError, match=message):
+        await ingest_paths(store, tmp_path / "link.md", root=tmp_path)
