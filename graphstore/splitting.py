@@ -19,7 +19,7 @@ from typing import NamedTuple
 from bs4 import BeautifulSoup, Tag
 from bs4.element import CData, NavigableString, PageElement
 
-from graphstore.chapters import section_chapter
+from graphstore.chapters import is_chapter_heading, section_chapter
 from graphstore.errors import InvalidArgumentError, InvalidInputError
 from graphstore.markdown import MarkdownMarkup, passage_markups, prose_lines
 
@@ -91,10 +91,6 @@ Chinese quotation closes after its 。, so its ” stays with it), then spaces. 
 LAST_SPACE = re.compile(r"[^\S\u00a0\u2007\u202f][\S\u00a0\u2007\u202f]*\Z")
 """The last breaking space of a string (not a no-break space): where a long sentence is cut."""
 NOT_SPACE = re.compile(r"\S")
-CHAPTER = re.compile(
-    r"^\s*(第[〇零一二三四五六七八九十百千两\d]+[回章卷节]|chapter\s+\w+)(\s|$)", re.IGNORECASE
-)
-"""A chapter heading line in plain text: 第二十七回 … (Chinese novels) or `Chapter 12`."""
 
 
 @dataclass(frozen=True)
@@ -293,7 +289,7 @@ def split_text(source: str, text: str, max_chars: int) -> list[Passage]:
     check_max_chars(max_chars)
     sections: list[tuple[tuple[str, ...], list[str]]] = [((), [])]
     for line in text.split("\n"):
-        if CHAPTER.match(line):
+        if is_chapter_heading(line):
             sections.append(((line.strip(),), [line]))
         else:
             sections[-1][1].append(line)

@@ -43,7 +43,12 @@ def test_chinese_numbers(text, value):
         ("第12回", 12),
         ("Chapter 12", 12),
         ("CHAPTER 3: The Storm", 3),
-        ("Chapter Twelve", None),
+        ("Chapter Twelve", 12),
+        ("Chapter Twenty-One: The Return", 21),
+        ("CHAPTER XIV.", 14),
+        ("chapter mix", None),  # a Roman numeral only in capitals: too many words read as one
+        ("Chapter Foo", None),
+        ("第二章：重逢", 2),
         ("Introduction", None),
         ("他说第二十七回很精彩", None),
     ],
@@ -58,6 +63,25 @@ def test_text_passages_carry_their_chapter_number_as_metadata():
     assert [node.metadata.get("chapter") for node in nodes] == [0, 1, 27]  # 序: a prologue
     assert isinstance(nodes[2].metadata["chapter"], int)
     assert nodes[2].metadata["section"] == ["第二十七回 尸魔三戏唐三藏"]
+
+
+def test_chapter_headings_followed_by_punctuation_or_in_words_start_chapters():
+    """`第二章：重逢`, `Chapter 2: The Storm` and `Chapter 3.` were read as text of the
+    chapter before (the heading had to end in a space), and `Chapter Two` as a heading with
+    no number, so its passages fell out of every search as of a chapter."""
+    text = (
+        "第一章 开始\n\n甲出场。\n\n第二章：重逢\n\n乙来了。\n\n第一回合，悟空先出手。\n\n"
+        "Chapter 3.\n\nAnna met Bo.\n\nChapter Four: The Storm\n\nThe storm came.\n\n"
+        "CHAPTER V\n\nThe end.\n"
+    )
+    nodes = [to_node(passage, set()) for passage in split_text("s.txt", text, 40)]
+    assert [(node.metadata["chapter"], node.text) for node in nodes] == [
+        (1, "第一章 开始\n\n甲出场。"),
+        (2, "第二章：重逢\n\n乙来了。\n\n第一回合，悟空先出手。"),  # prose, though it starts as one
+        (3, "Chapter 3.\n\nAnna met Bo."),
+        (4, "Chapter Four: The Storm\n\nThe storm came."),
+        (5, "CHAPTER V\n\nThe end."),
+    ]
 
 
 def test_markdown_passages_take_the_innermost_chapter_heading():
