@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, Strict, ValidationError
 
 from graphstore.card_store import aget_card, aplan_cards, astored_cards, awrite_cards
 from graphstore.cards import CARD, Card, card_from_mapping, card_id, fact_as_of, render_card
@@ -54,6 +54,13 @@ class PassageInput(BaseModel):
     links: list[LinkInput] = Field(default_factory=list)
 
 
+StrictCount = Annotated[int, Strict()]
+"""An integer argument taken as the command line takes one: `true` or `"2"` is refused, not
+read as 1 or 2 (pydantic's lax mode)."""
+StrictShare = Annotated[float, Strict()]
+"""A number argument (an integer is one too), `true` or `"0.3"` refused."""
+
+
 @contextmanager
 def _tool_errors() -> Iterator[None]:
     """The store's one-line errors as tool errors (anything else is the SDK's to report)."""
@@ -66,7 +73,8 @@ def _tool_errors() -> Iterator[None]:
 class _Server(MCPServer):
     """Arguments checked as the command line checks options: an unknown one is refused
     (the SDK ignored it), and a value of the wrong type is one line naming the argument
-    (the SDK sent pydantic's multi-line report with a documentation link)."""
+    (the SDK sent pydantic's multi-line report with a documentation link); a tool's error
+    is its one line, without the SDK's "Error executing tool …" before it."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         tool = self._tool_manager.get_tool(name)
@@ -80,6 +88,8 @@ class _Server(MCPServer):
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as error:
+            if isinstance(error.__cause__, ToolError):  # ours, which the SDK prefixed
+                raise ToolError(str(error.__cause__)) from error.__cause__
             if not isinstance(error.__cause__, ValidationError):
                 raise
             first = error.__cause__.errors()[0]
@@ -130,9 +140,9 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
     @server.tool()
     async def search(
         query: str,
-        k: int = DEFAULT.k,
+        k: StrictCount = DEFAULT.k,
         filter: dict[str, Any] | None = None,
-        as_of_chapter: int | None = None,
+        as_of_chapter: StrictCount | None = None,
     ) -> list[dict[str, Any]]:
         """The default graph search: k passages by relevance, each with how it was reached.
         `filter` is a metadata filter ({"book": "西游记"}); as_of_chapter keeps passages of
@@ -145,11 +155,11 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
     async def scene_context(
         scene: str,
         *,
-        budget: int = 1500,
-        k: int = PROMPT_K,
+        budget: StrictCount = 1500,
+        k: StrictCount = PROMPT_K,
         filter: dict[str, Any] | None = None,
-        as_of_chapter: int | None = None,
-        card_share: float = CARD_SHARE,
+        as_of_chapter: StrictCount | None = None,
+        card_share: StrictShare = CARD_SHARE,
     ) -> str:
         """The context for writing a scene, within `budget` tokens: the cards of the
         entities in it (as they stand in as_of_chapter), then passages (of as_of_chapter
@@ -181,7 +191,7 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
             return {"id": node.id, "text": node.text, "metadata": node.metadata, "links": links}
 
     @server.tool()
-    async def get_card(name: str, as_of_chapter: int | None = None) -> dict[str, Any]:
+    async def get_card(name: str, as_of_chapter: StrictCount | None = None) -> dict[str, Any]:
         """An entity's card by name or alias, its attributes as they stand in as_of_chapter
         (the latest values when omitted)."""
         with _tool_errors():
