@@ -103,8 +103,11 @@ def english_number(text: str) -> int | None:
 def chapter_number(heading: str) -> int | None:
     """The chapter a heading starts (`第二十七回 尸魔三戏唐三藏` → 27), else None."""
     match = NUMBER.match(heading)
-    if match is None:
-        return None
+    return None if match is None else _value(match)
+
+
+def _value(match: re.Match[str]) -> int | None:
+    """The value of the number a `NUMBER` match found."""
     if match.group(1) is not None:
         return chinese_number(match.group(1))
     return english_number(match.group(2))
@@ -117,7 +120,7 @@ def is_chapter_heading(line: str) -> bool:
     return (
         match is not None
         and HEADING_END.match(line, match.end()) is not None
-        and chapter_number(line) is not None
+        and _value(match) is not None
     )
 
 

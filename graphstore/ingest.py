@@ -53,6 +53,8 @@ from graphstore.splitting import (
     MAX_CHARS,
     SUFFIXES,
     Passage,
+    file_identities,
+    file_identity,
     path_text,
     recorded_file,
     scan_folder,
@@ -104,7 +106,7 @@ def discover(
     but the store's own files (`Storage.local_files`).  A path that does not exist is passed
     over: whether that is an error depends on what the store holds from it (`check_found`)."""
     base = ingest_root(root)
-    own = {os.path.realpath(file) for file in store_files}
+    own = file_identities(store_files)
     found: dict[str, tuple[Path, str]] = {}
     skipped: list[str] = []
     for path in paths:
@@ -117,7 +119,7 @@ def discover(
             raise InvalidInputError(f"{path} is neither a regular file nor a folder")
         else:  # gone, or a link to nothing or to itself: `check_found` decides
             files = []
-        if files == [path] and os.path.realpath(path) in own:
+        if files == [path] and file_identity(path) in own:
             raise InvalidInputError(f"{path} is the store itself, not a document")
         for file in files:
             found.setdefault(os.path.abspath(file), (file, source_name(file, base)))
@@ -138,17 +140,18 @@ def check_sources_differ(files: Iterable[tuple[Path, str]]) -> None:
             )
 
 
-def check_found(paths: Sequence[Path], found: Discovered, stored: Mapping[str, str]) -> None:
+def check_found(paths: Sequence[Path], found: Discovered, before: Mapping[str, str]) -> None:
     """Refuse a path that does not exist (or a link to nothing), unless passages were
-    ingested from it (`stored`: id -> recorded file): then the ingest removes them, as
-    `git add` of a deleted file stages its removal.  Refuse too an ingest that finds no
-    file to read and no stored passage to remove (a mistyped or wrong folder)."""
+    ingested from it (`before`: id -> recorded file, of the passages within `paths`): then
+    the ingest removes them, as `git add` of a deleted file stages its removal.  Refuse too
+    an ingest that finds no file to read and no stored passage to remove (a mistyped or
+    wrong folder)."""
     for path in paths:
-        if not os.path.exists(path) and not recorded_within(stored, file_scopes(path)):
+        if not os.path.exists(path) and not recorded_within(before, file_scopes(path)):
             linked = os.path.lexists(path)  # a link to nothing or to itself
             what = "is neither a regular file nor a folder" if linked else "does not exist"
             raise InvalidInputError(f"{path} {what}")
-    if not found.files and not stale(recorded_within(stored, scopes_of(paths)), set(), set()):
+    if not found.files and not stale(before, set(), set()):
         named = f" (skipped: {', '.join(found.skipped)})" if found.skipped else ""
         raise InvalidInputError(f"no .txt, .md or .html files found in the given paths{named}")
 
@@ -308,7 +311,8 @@ async def ingest(
     """
     found = discover(paths, root, store.storage.local_files)
     stored = await stored_files(store)
-    check_found(paths, found, stored)
+    before = recorded_within(stored, scopes_of(paths))
+    check_found(paths, found, before)
     files, skipped = found
     planned: dict[str, str] = {}
     for passage in read_all(files, max_chars):
@@ -325,7 +329,6 @@ async def ingest(
             for links in merged_links(batch, linkers)
         ]
         filtered = tag_filter.fit_apply(every)
-    before = recorded_within(stored, scopes_of(paths))
     total = 0
     written: set[str] = set()
     for batch in batches(read_all(files, max_chars), batch_size):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import os
 import re
+import stat
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -156,7 +157,7 @@ def scan_folder(
     or out of the tree; give the folder itself to ingest it), and folders that may not be
     read (which `Path.rglob` passes over in silence).  A stack, not recursion, so a deep
     tree is no limit."""
-    left_out = {os.path.realpath(file) for file in leave_out}
+    left_out = file_identities(leave_out)
     files: list[Path] = []
     skipped: list[Path] = []
     stack = [folder]
@@ -173,12 +174,26 @@ def scan_folder(
                 (skipped if path.is_symlink() else stack).append(path)
             elif path.suffix.lower() not in suffixes:
                 continue
-            elif os.path.isfile(path):
-                if os.path.realpath(path) not in left_out:
-                    files.append(path)
-            else:
+            elif (identity := file_identity(path)) is None:
                 skipped.append(path)
+            elif identity not in left_out:
+                files.append(path)
     return FolderFiles(sorted(files), sorted(skipped))
+
+
+def file_identity(path: str | Path) -> tuple[int, int] | None:
+    """A regular file's device and inode, which tell one file from another however it is
+    reached (a link, `..`); None for anything else or what cannot be looked at."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) else None
+
+
+def file_identities(paths: Iterable[str | Path]) -> set[tuple[int, int]]:
+    """The `file_identity` of each of `paths` that is a regular file."""
+    return {identity for path in paths if (identity := file_identity(path)) is not None}
 
 
 def read_text(path: Path) -> str:
