@@ -78,10 +78,26 @@ def _replaceable(stored: Card, card: Card, read: Collection[str]) -> bool:
     file, from a file that is gone (moved) or that this ingest read (it no longer declares
     the card, which moved to another file), or from no file and no source (an agent's
     `put_card`).  A card stored before cards recorded their file is replaced only from
-    the same source name, since its file cannot be told."""
+    the same source name, since its file cannot be told.  So an agent's card (no source)
+    replaces only an agent's card or one whose file is gone: the next ingest of a card's
+    file would silently undo the agent's change."""
     if stored.file:
         return stored.file in read or not owned_elsewhere(stored.file, card.file)
     return not stored.source or stored.source == card.source
+
+
+def _taken(card: Card, other: Card) -> str:
+    """The one-line error for `card` when the stored card of its name is not replaceable."""
+    where = f"{other.source} ({other.file})" if other.file else other.source
+    if card.source:
+        return (
+            f"{card.source}: a card named {card.name!r} is already stored from {where}; "
+            "rename one of them"
+        )
+    return (
+        f"the card {card.name!r} is kept in {where}: change it there and ingest it again "
+        "(an ingest of that file would undo a change made here)"
+    )
 
 
 async def aplan_cards(
@@ -103,12 +119,8 @@ async def aplan_cards(
     stored = {card.id: card for card in every}
     for card in cards:
         other = stored.get(card.id)
-        if card.source and other is not None and not _replaceable(other, card, read):
-            where = f" ({other.file})" if other.file else ""
-            raise InvalidInputError(
-                f"{card.source}: a card named {card.name!r} is already stored from "
-                f"{other.source}{where}; rename one of them"
-            )
+        if other is not None and not _replaceable(other, card, read):
+            raise InvalidInputError(_taken(card, other))
     within = recorded_within({card.id: card.file for card in every if card.file}, scopes)
     gone = stale(within, new, set(read))
     kept = [card for card in every if card.id not in new and card.id not in gone]

@@ -222,8 +222,9 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
         attributes: dict[str, Any] | None = None,
         description: str = "",
     ) -> dict[str, Any]:
-        """Add or replace an entity's card.  attributes maps a name to a value, or to a
-        list of {"value": …, "chapter": N} for values that change as the story goes on."""
+        """Add or replace an entity's card (one kept in a file is refused: edit the file).
+        attributes maps a name to a value, or to a list of {"value": …, "chapter": N} for
+        values that change as the story goes on."""
         with _tool_errors():
             fields = {
                 "name": name,

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from graphstore import GraphStore, Link
-from graphstore.card_store import aget_card, aingest_with_cards, anearest_cards, astored_cards
+from graphstore.card_store import (
+    aget_card,
+    aingest_with_cards,
+    anearest_cards,
+    aplan_cards,
+    astored_cards,
+    awrite_cards,
+)
 from graphstore.cards import Card, card_mentions, card_node
 from graphstore.errors import InvalidInputError
 from graphstore.testing.embeddings import KeyedEmbeddings
@@ -387,3 +394,27 @@ def test_a_store_file_inside_the_card_folder_is_not_read_as_a_card(tmp_path, mon
     for _ in range(2):
         assert main(["--store", "cards/store.md", "ingest", "--cards", "cards"]) == 0
         assert "and 2 cards" in capsys.readouterr().out
+
+
+async def test_an_agents_card_does_not_replace_a_card_kept_in_a_file(backend, tmp_path):
+    """`put_card` used to replace a card ingested from a file without a word, and the next
+    ingest of that file undid the change.  Now only an agent's own card, or one whose file
+    is gone, is replaced from outside a file."""
+    cards = tmp_path / "cards"
+    kept = write(cards / "wukong.yaml", "name: 孙悟空\nkind: character\n")
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    await ingest(store, tmp_path, [], cards)
+    before = await snapshot(store)
+    with pytest.raises(InvalidInputError) as error:
+        await awrite_cards(store, await aplan_cards(store, [Card("孙悟空", kind="monkey")]))
+    assert str(error.value) == (
+        f"the card '孙悟空' is kept in cards/wukong.yaml ({kept}): change it there and ingest "
+        "it again (an ingest of that file would undo a change made here)"
+    )
+    assert await snapshot(store) == before
+    await awrite_cards(store, await aplan_cards(store, [Card("白骨精", kind="demon")]))
+    await awrite_cards(store, await aplan_cards(store, [Card("白骨精", kind="spirit")]))
+    assert (await aget_card(store, "card:白骨精")).kind == "spirit"
+    kept.unlink()
+    await awrite_cards(store, await aplan_cards(store, [Card("孙悟空", kind="monkey")]))
+    assert (await aget_card(store, "card:孙悟空")).kind == "monkey"
