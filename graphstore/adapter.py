@@ -16,11 +16,12 @@ from graph_retriever.adapters import Adapter
 
 from graphstore.filters import matches, parse_filter
 from graphstore.nodes import StoredNode
-from graphstore.store import GraphStore, run_sync
+from graphstore.store import GraphStore, check_ids, run_sync
 
 
 def to_content(stored: StoredNode) -> Content:
-    """A stored node as graph_retriever content (links stay in `metadata["links"]`)."""
+    """A stored node as graph_retriever content.  Its metadata is the node's own: link tags
+    are not metadata, so graph_retriever's edges (metadata fields) do not see them."""
     node = stored.node
     return Content(node.id, node.text, stored.embedding.tolist(), dict(node.metadata))
 
@@ -73,7 +74,7 @@ class GraphStoreAdapter(Adapter):
     ) -> list[Content]:
         """Contents by id (unknown ids skipped, duplicates once) that pass `filter`."""
         where = parse_filter(filter)
-        found = await self.store.storage.get(list(dict.fromkeys(ids)))
+        found = await self.store.aget_stored(list(dict.fromkeys(check_ids(ids))))
         return [to_content(s) for s in found if matches(where, s.node.metadata)]
 
     def get(

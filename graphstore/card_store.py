@@ -19,7 +19,15 @@ from typing import Any
 
 from extractors.mentions import MentionLinkExtractor
 from graphstore.card_files import CardFolder, read_cards
-from graphstore.cards import CARD, Card, card_from_node, card_mentions, card_node, check_names
+from graphstore.cards import (
+    CARD,
+    Card,
+    card_from_node,
+    card_mentions,
+    card_node,
+    check_names,
+    is_card,
+)
 from graphstore.errors import InvalidInputError
 from graphstore.ingest import (
     IngestReport,
@@ -41,19 +49,19 @@ async def astored_cards(store: GraphStore) -> list[Card]:
     """Every card in the store (a scan of the ids: for ingests, not for queries)."""
     ids = [node_id for node_id in await store.anode_ids() if node_id.startswith(f"{CARD}:")]
     nodes = await store.aget(sorted(ids))
-    return [card_from_node(node) for node in nodes if node.metadata.get("kind") == CARD]
+    return [card_from_node(node) for node in nodes if is_card(node)]
 
 
 async def anearest_cards(store: GraphStore, query: Query) -> list[Card]:
     """The cards nearest to `query`, best first (at most `MAX_SCENE_CARDS`)."""
     hits = await store.asimilarity_search(query, k=MAX_SCENE_CARDS, filter={"kind": CARD})
-    return [card_from_node(hit.node) for hit in hits]
+    return [card_from_node(hit.node) for hit in hits if is_card(hit.node)]
 
 
 async def aget_card(store: GraphStore, card_id: str) -> Card | None:
     """The card with this id, if stored."""
     nodes = await store.aget([card_id])
-    return card_from_node(nodes[0]) if nodes and nodes[0].metadata.get("kind") == CARD else None
+    return card_from_node(nodes[0]) if nodes and is_card(nodes[0]) else None
 
 
 @dataclass(frozen=True)

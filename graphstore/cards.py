@@ -24,6 +24,7 @@ from extractors.mentions import MentionLinkExtractor
 from extractors.normalize import is_cjk, normalize_tag
 from graphstore.chapters import check_chapter
 from graphstore.errors import InvalidInputError
+from graphstore.inline import inline
 from graphstore.links import TagKey
 from graphstore.nodes import Node
 from graphstore.splitting import FILE
@@ -77,8 +78,9 @@ def card_id(name: str) -> str:
 
 
 def is_card(node: Node) -> bool:
-    """Whether a stored passage is a card."""
-    return node.metadata.get("kind") == CARD
+    """Whether a stored passage is a card: its id is a card id and its kind `card` (a
+    passage of the user's own with metadata `kind: card`, a flash card, is not one)."""
+    return node.id.startswith(f"{CARD}:") and node.metadata.get("kind") == CARD
 
 
 def _text(where: str, value: Any, *, limit: int | None = None) -> str:
@@ -247,7 +249,13 @@ def card_from_node(node: Node) -> Card:
         "attributes": data.get("attributes"),
         "description": data.get("description"),
     }
-    card = card_from_mapping(fields, str(data.get("source", "")))
+    try:
+        card = card_from_mapping(fields, str(data.get("source", "")))
+    except InvalidInputError as error:
+        raise InvalidInputError(
+            f"the stored card {inline(node.id)} was changed outside graphstore: {error}; "
+            "ingest its file again"
+        ) from None
     file = data.get(FILE)
     return replace(card, file=file) if isinstance(file, str) else card
 

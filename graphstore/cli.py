@@ -43,7 +43,7 @@ from graphstore.recorded_files import gone_files, ingested_from, recorded_files
 from graphstore.redaction import redact
 from graphstore.splitting import MAX_CHARS, check_max_chars, read_text
 from graphstore.store import GraphStore
-from graphstore.strategy import DEFAULT, ROOTS
+from graphstore.strategy import DEFAULT, ROOTS, TRAVERSAL_ADJACENT_K, TRAVERSAL_DEPTH
 from graphstore.traversal import TraversalStats
 
 LINK_CHOICES = (
@@ -134,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
         help="graph: path-aware MMR traversal, the default; mmr: the same with classic options",
     )
     search.add_argument("-k", type=int, default=DEFAULT.k, help="passages returned")
-    _strategy_options(search)
+    _strategy_options(search, with_traversal=True)
     _as_of_option(
         search,
         "only passages of chapter N or earlier; no cards, whose text spans every chapter "
@@ -198,15 +198,18 @@ def _as_of_option(command: argparse.ArgumentParser, description: str) -> None:
     command.add_argument("--as-of-chapter", type=int, metavar="N", help=description)
 
 
-def _strategy_options(command: argparse.ArgumentParser) -> None:
-    """Options that override the default search's settings (`graphstore.strategy`)."""
-    command.add_argument("--depth", type=int, help=f"tag hops (default {DEFAULT.depth})")
+def _strategy_options(command: argparse.ArgumentParser, *, with_traversal: bool = False) -> None:
+    """Options that override the default search's settings (`graphstore.strategy`), and
+    with `with_traversal` the defaults of `--mode traversal` too."""
+    depth, adjacent_k = f"default {DEFAULT.depth}", f"default {DEFAULT.adjacent_k}"
+    if with_traversal:
+        depth += f"; {TRAVERSAL_DEPTH} with --mode traversal"
+        adjacent_k += f"; {TRAVERSAL_ADJACENT_K} with --mode traversal"
+    command.add_argument("--depth", type=int, help=f"tag hops ({depth})")
     command.add_argument(
         "--fetch-k", type=int, help=f"nearest passages as roots (default: k, at least {ROOTS})"
     )
-    command.add_argument(
-        "--adjacent-k", type=int, help=f"passages per tag (default {DEFAULT.adjacent_k})"
-    )
+    command.add_argument("--adjacent-k", type=int, help=f"passages per tag ({adjacent_k})")
     command.add_argument(
         "--lambda",
         dest="lambda_mult",
@@ -339,7 +342,7 @@ async def _search(
     options = _given_options(args)
     stats = TraversalStats(keep_unselected=args.debug)
     given = set(options) | ({"debug"} if args.debug else set())
-    unused = {"similarity": given, "traversal": {"fetch_k", "lambda_mult", "debug"} & given}
+    unused = {"similarity": given, "traversal": {"fetch_k", "lambda_mult"} & given}
     ignored = sorted(unused.get(args.mode, ()))
     if ignored:
         flag = "--" + ignored[0].replace("_mult", "").replace("_", "-")
@@ -367,11 +370,11 @@ async def _search(
         if args.json:
             print(json.dumps({"unselected": True, **asdict(candidate)}, ensure_ascii=False))
         else:
+            mmr = "" if candidate.mmr_score is None else f"  mmr {candidate.mmr_score:.3f}"
             print(
                 f"  not returned: {inline(candidate.id)}  "
                 f"[{_how(candidate.depth, candidate.path)}]  "
-                f"score {candidate.score:.3f}  sim {candidate.similarity:.3f}  "
-                f"mmr {candidate.mmr_score:.3f}"
+                f"score {candidate.score:.3f}  sim {candidate.similarity:.3f}{mmr}"
             )
 
 
@@ -395,7 +398,8 @@ def _print_hit(rank: int, hit: Hit) -> None:
     )
     section = hit.node.metadata.get("section")
     if section:
-        print(f"    § {' / '.join(section)}")
+        headings = section if isinstance(section, list) else [section]
+        print(f"    § {inline(' / '.join(map(str, headings)))}")
     print(textwrap.indent(textwrap.shorten(hit.node.text, 240, placeholder=" …"), "    "))
 
 

@@ -7,8 +7,11 @@ every search (MMR included), `similarity_score_threshold` works, sync methods wo
 running event loop, and documents round-trip exactly: plain searches add no metadata keys and
 `links` appears only on documents that have links.  Graph search results add
 `similarity_score`, `score` (the path-aware relevance they were ranked by), `mmr_score`,
-`depth`, `via` (the `(kind, tag)` that led to the document, None for roots) and `path`, but
-never over a key the document itself has: a document's own metadata always wins.
+`depth`, `via` (the `(kind, tag)` that led to the document, None for roots), `path` and
+`raised_by` (`PROVENANCE_KEYS`), but never over a key the document itself has: a document's
+own metadata always wins, `links` included (a node stored outside LangChain with its own
+`links` metadata shows that, not its link tags).  So a search result written back stores
+these keys as its own, and later results show them, stale: drop them first.
 
 The extra search type `graph` is `GraphStore.search`, the default graph search, and the
 retriever's default.
@@ -36,7 +39,7 @@ from graphstore.errors import InvalidInputError
 from graphstore.links import as_links
 from graphstore.nodes import Hit, Node
 from graphstore.storage import Storage
-from graphstore.store import GraphStore, Query, run_sync
+from graphstore.store import GraphStore, Query, check_ids, run_sync
 from graphstore.strategy import MMR_TRAVERSAL
 
 SEARCH_TYPES = (
@@ -64,11 +67,17 @@ def document_to_node(document: Document, node_id: str | None = None) -> Node:
     return Node(chosen, document.page_content, metadata, as_links(links))
 
 
+PROVENANCE_KEYS = frozenset(
+    {"similarity_score", "score", "mmr_score", "depth", "via", "path", "raised_by"}
+)
+"""The metadata keys a graph search result gains (where the document has none of its own)."""
+
+
 def node_to_document(node: Node, extra: dict[str, Any] | None = None) -> Document:
-    """A node as a LangChain document with LangChain `Link`s; `extra` adds metadata keys the
-    node's own metadata does not have."""
+    """A node as a LangChain document with LangChain `Link`s (unless its own metadata has a
+    `links` key); `extra` adds metadata keys the node's own metadata does not have."""
     metadata = dict(node.metadata)
-    if node.links:
+    if node.links and METADATA_LINKS_KEY not in metadata:
         metadata[METADATA_LINKS_KEY] = [
             LangChainLink(kind=link.kind, direction=link.direction, tag=link.tag)
             for link in sorted(node.links)
@@ -166,7 +175,8 @@ class GraphStoreVectorStore(GraphVectorStore):
 
     async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The documents with these ids (unknown ids skipped, duplicates once)."""
-        return [node_to_document(node) for node in await self.store.aget(list(dict.fromkeys(ids)))]
+        unique = list(dict.fromkeys(check_ids(ids)))
+        return [node_to_document(node) for node in await self.store.aget(unique)]
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """Sync twin of `aget_by_ids`."""

@@ -101,12 +101,13 @@ def hit_json(hit: Hit) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Candidate:
     """A passage a graph search considered and did not return, with its scores (for
-    `debug=True`: why it lost)."""
+    `debug=True`: why it lost).  `mmr_score` is None for `traversal_search`, which ranks by
+    depth, then similarity."""
 
     id: str
     similarity: float
     score: float
-    mmr_score: float
+    mmr_score: float | None
     depth: int
     path: tuple[TagKey, ...]
 

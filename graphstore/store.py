@@ -31,6 +31,8 @@ from graphstore.strategy import (
     DEFAULT,
     MAX_DEPTH,
     MMR_TRAVERSAL,
+    TRAVERSAL_ADJACENT_K,
+    TRAVERSAL_DEPTH,
     check_count,
     check_options,
     roots_for,
@@ -43,13 +45,26 @@ T = TypeVar("T")
 
 MAX_ID_LENGTH = 512
 SAME_MODEL_COSINE = 0.99
-MAX_TOP_TAGS = 1_000_000
-"""Most frequent tags `stats` lists at most (a bound, so a typo cannot ask for billions)."""
 """A passage embedded again by the same weights comes within float rounding of its stored
 vector (cosine ~1.0); two different models, even of one family, stay far below."""
+MAX_TOP_TAGS = 1_000_000
+"""Most frequent tags `stats` lists at most (a bound, so a typo cannot ask for billions)."""
 
 Query = str | VectorLike
 """What every search takes: the query text (embedded by the store's model) or its vector."""
+
+
+def check_ids(ids: Any) -> list[str]:
+    """`ids` as a list of non-empty strings, or a one-line error (a single string is refused:
+    read as a list, "abc" would ask for the ids "a", "b" and "c")."""
+    if isinstance(ids, str) or not isinstance(ids, Iterable):
+        raise InvalidInputError(f"ids must be a list of strings, not {type(ids).__name__}")
+    listed = list(ids)
+    for node_id in listed:
+        if not isinstance(node_id, str) or not node_id:
+            raise InvalidInputError(f"ids must be non-empty strings, got {node_id!r}")
+        check_utf8("an id", node_id)
+    return listed
 
 
 _thread_state = threading.local()
@@ -189,7 +204,7 @@ class GraphStore:
 
     async def adelete(self, ids: Sequence[str]) -> int:
         """Delete nodes and their tag rows; return how many existed."""
-        return await self.storage.delete(self._ids(ids))
+        return await self.storage.delete(check_ids(ids))
 
     def delete(self, ids: Sequence[str]) -> int:
         """Sync twin of `adelete`."""
@@ -208,7 +223,12 @@ class GraphStore:
 
     async def aget(self, ids: Sequence[str]) -> list[Node]:
         """The nodes with these ids, in the order asked, skipping unknown ids."""
-        return [stored.node for stored in await self.storage.get(self._ids(ids))]
+        return [stored.node for stored in await self.aget_stored(ids)]
+
+    async def aget_stored(self, ids: Sequence[str]) -> list[StoredNode]:
+        """The stored nodes with these ids and their embeddings (for adapters), in the order
+        asked, skipping unknown ids."""
+        return await self.storage.get(check_ids(ids))
 
     def get(self, ids: Sequence[str]) -> list[Node]:
         """Sync twin of `aget`."""
@@ -290,8 +310,8 @@ class GraphStore:
         query: Query,
         *,
         k: int = 4,
-        depth: int = 1,
-        adjacent_k: int = 10,
+        depth: int = TRAVERSAL_DEPTH,
+        adjacent_k: int = TRAVERSAL_ADJACENT_K,
         start_k: int | None = None,
         filter: Filter | None = None,
         stats: TraversalStats | None = None,
@@ -348,7 +368,7 @@ class GraphStore:
         strategy = MMR_TRAVERSAL.with_options(
             k=k,
             depth=depth,
-            fetch_k=roots_for(k) if fetch_k is None else fetch_k,
+            fetch_k=roots_for(check_count("k", k)) if fetch_k is None else fetch_k,
             adjacent_k=adjacent_k,
             lambda_mult=lambda_mult,
             score_threshold=score_threshold,
@@ -356,7 +376,7 @@ class GraphStore:
             **options,
         ).checked(has_initial_roots=bool(initial_roots))
         where = parse_filter(filter)
-        roots = self._ids(initial_roots)
+        roots = check_ids(initial_roots)
         return await self.traversal.search(
             await self._query_vector(query),
             strategy,
@@ -401,17 +421,6 @@ class GraphStore:
             return unit(vector, dimension)
         except (ValueError, TypeError) as error:
             raise InvalidInputError(str(error)) from error
-
-    @staticmethod
-    def _ids(ids: Any) -> list[str]:
-        if isinstance(ids, str) or not isinstance(ids, Iterable):
-            raise InvalidInputError(f"ids must be a list of strings, not {type(ids).__name__}")
-        listed = list(ids)
-        for node_id in listed:
-            if not isinstance(node_id, str) or not node_id:
-                raise InvalidInputError(f"ids must be non-empty strings, got {node_id!r}")
-            check_utf8("an id", node_id)
-        return listed
 
     async def _checked_model(self, *, writing: bool) -> Embeddings:
         """The store's model, once checked against the one its passages were embedded with

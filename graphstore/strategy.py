@@ -142,6 +142,11 @@ MMR_TRAVERSAL = replace(DEFAULT, k=4)
 """`mmr_traversal_search`'s defaults: the same search, with LangChain's usual k."""
 
 
+TRAVERSAL_DEPTH = 1
+TRAVERSAL_ADJACENT_K = 10
+"""`traversal_search`'s own defaults (LangChain's): one hop, ten passages per tag."""
+
+
 def roots_for(k: int) -> int:
     """How many nearest passages a search of `k` starts from by default: max(`ROOTS`, k)."""
     return max(ROOTS, k)

@@ -165,10 +165,17 @@ class Traversal:
                         reached[hit.id] = _Reached(hop, path, hit.similarity, hit.outgoing)
                         frontier.append(hit.id)
         stats.candidates += len(reached)
-        order = sorted(
+        ranked = sorted(
             reached,
             key=lambda node_id: (reached[node_id].depth, -reached[node_id].similarity, node_id),
-        )[:k]
+        )
+        order = ranked[:k]
+        if stats.keep_unselected:
+            stats.unselected = [
+                Candidate(node_id, how.similarity, how.similarity, None, how.depth, how.path)
+                for node_id in ranked[k:]
+                for how in [reached[node_id]]
+            ]
         for root in nearest[start_k:]:
             if len(order) >= k:
                 break

@@ -162,7 +162,6 @@ def test_show_prints_links(ingested, capsys):
         (["prompt", "x", "--template", "{text:>100000000}"], "padded or cut to 100000000"),
         (["prompt", "x", "--template", "{number:.99999}"], "at most 1000"),
         (["search", "x", "--mode", "similarity", "--debug"], "--debug does not apply"),
-        (["search", "x", "--mode", "traversal", "--debug"], "--debug does not apply"),
         (
             ["ingest", str(SAMPLE), "--entity-labels", "person"],
             "--entity-labels applies to --links entities only",
@@ -326,3 +325,55 @@ def test_filter_expressions_narrow_search_and_prompt(ingested, capsys):
     cited = re.findall(r"\.html#(\d+)", capsys.readouterr().out)
     assert cited
     assert all(int(position) >= 3 for position in cited)
+
+
+def test_a_sections_value_of_the_users_own_prints_as_given(tmp_path, capsys):
+    """Metadata `section` that graphstore did not write (a number, a string, mixed items)
+    used to end `search` in a TypeError, or print a string one character a line."""
+    store = tmp_path / "s.db"
+    graph = GraphStore(load_embeddings("minilm"), EmbeddedStorage(store))
+    sections = {"n": 2, "s": "Intro", "m": [1, "x"]}
+    graph.add_nodes([Node(i, f"tea {i}", {"section": v}, frozenset()) for i, v in sections.items()])
+    graph.close()
+    assert main(["--store", str(store), "search", "tea", "-k", "3"]) == 0
+    shown = {line.strip() for line in capsys.readouterr().out.splitlines() if "§" in line}
+    assert shown == {"§ 2", "§ Intro", "§ 1 / x"}
+
+
+def test_debug_lists_what_a_traversal_reached_and_did_not_return(ingested, capsys):
+    capsys.readouterr()
+    store = ["--store", str(ingested)]
+    argv = [*store, "search", "exceptions", "--mode", "traversal", "--debug", "-k", "1"]
+    assert main([*argv, "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    losers = [row for row in rows if row.get("unselected")]
+    assert losers
+    assert all(row["mmr_score"] is None and row["depth"] >= 0 for row in losers)
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert sum("not returned:" in line for line in lines) == len(losers)
+    assert not any("mmr" in line for line in lines if "not returned:" in line)
+    with pytest.raises(SystemExit):
+        main([*store, "search", "--help"])
+    assert "(default 2; 1 with --mode traversal)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_passage_of_kind_card_that_is_no_card_leaves_prompt_working(tmp_path, capsys):
+    """A flash card stored with metadata `kind: card` used to fail every `prompt` with
+    "name must be non-empty text, not None"; a card edited into a bad shape names itself."""
+    store = tmp_path / "s.db"
+    graph = GraphStore(load_embeddings("minilm"), EmbeddedStorage(store))
+    graph.add_nodes(
+        [
+            Node("f1", "Flashcard: the ocean's weather", {"kind": "card", "deck": "sea"}),
+            Node("p1", "A storm rose over the ocean.", {}),
+        ]
+    )
+    assert main(["--store", str(store), "prompt", "ocean weather"]) == 0
+    assert "A storm rose over the ocean." in capsys.readouterr().out
+    graph.add_nodes([Node("card:Ahab", "Ahab", {"kind": "card", "name": ""})])
+    graph.close()
+    assert main(["--store", str(store), "prompt", "ocean weather"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "graphstore: error: the stored card card:Ahab was changed outside graphstore: "
+    )

@@ -289,3 +289,31 @@ async def test_mmr_search_by_vector_matches_the_search_by_text(vectorstore):
         d.id
         for d in await vectorstore.amax_marginal_relevance_search_by_vector(vector, k=2, fetch_k=3)
     ] == [d.id for d in by_text]
+
+
+def test_a_single_string_id_is_refused_not_read_as_its_characters(vectorstore):
+    """`get_by_ids("abc")` used to look up "a", "b" and "c" and return the document "a"."""
+    vectorstore.add_texts(["one", "two"], ids=["a", "abc"])
+    adapter = GraphStoreAdapter(vectorstore.store)
+    for lookup in (vectorstore.get_by_ids, adapter.get):
+        with pytest.raises(InvalidInputError, match=r"^ids must be a list of strings, not str$"):
+            lookup("abc")
+    assert [d.id for d in vectorstore.get_by_ids(["abc", "abc"])] == ["abc"]
+    assert [c.id for c in adapter.get(["abc"])] == ["abc"]
+
+
+def test_a_nodes_own_links_metadata_is_not_hidden_by_its_link_tags(vectorstore):
+    """A node added from Python with metadata `links` (its URLs) and link tags used to show
+    the tags in place of the URLs through LangChain."""
+    from graphstore import Link, Node
+
+    urls = ["https://docs.python.org/3/tutorial/classes.html"]
+    vectorstore.store.add_nodes(
+        [
+            Node("page", "generators", {"links": urls}, frozenset({Link.bidir("topic", "gen")})),
+            Node("other", "iterators", {}, frozenset({Link.bidir("topic", "gen")})),
+        ]
+    )
+    page, other = vectorstore.get_by_ids(["page", "other"])
+    assert page.metadata == {"links": urls}
+    assert other.metadata["links"] == [LangChainLink(kind="topic", direction="bidir", tag="gen")]

@@ -528,3 +528,20 @@ async def test_a_parent_section_ranks_by_its_own_similarity(backend):
     # As a citation (the rule before), the introduction inherits S1's relevance and wins.
     cited = await store.asearch("q", k=2, structural_kinds=[])
     assert [(h.node.id, h.depth) for h in cited] == [("S1", 0), ("intro", 1)]
+
+
+async def test_traversal_search_lists_the_passages_it_reached_and_did_not_return(backend):
+    """`keep_unselected` used to leave `unselected` empty for `traversal_search`."""
+    nodes = {
+        "A": (Q, [Link.outgoing("kw", "x")]),
+        "B": (norm([0.5, 0.866, 0]), [Link.incoming("kw", "x")]),
+        "C": (norm([0.2, 0.98, 0]), [Link.incoming("kw", "x")]),
+        "D": (norm([0.9, 0, 0.436]), []),
+    }
+    store = await build(backend, nodes)
+    stats = TraversalStats(keep_unselected=True)
+    hits = await store.atraversal_search("q", k=2, start_k=1, stats=stats)
+    assert [h.node.id for h in hits] == ["A", "B"]
+    lost = [(c.id, c.depth, c.path, c.mmr_score) for c in stats.unselected]
+    assert lost == [("C", 1, (("kw", "x"),), None)]
+    assert stats.unselected[0].score == stats.unselected[0].similarity == pytest.approx(0.2, 1e-3)
