@@ -472,3 +472,78 @@ async def test_a_row_changed_outside_graphstore_is_a_one_line_error_that_check_n
     await store.aadd_nodes([Node("a", "text", {"x": 1}, frozenset({link}))], vectors=[[1.0, 0.0]])
     assert [hit.node.id for hit in await store.asimilarity_search([1.0, 0.0], k=2)] == ["a", "b"]
     assert await store.acheck() == []
+
+
+async def test_a_store_opened_before_its_first_write_sees_another_processs_passages():
+    """The dimension was read once at open: a server or agent started on an empty keyspace
+    returned nothing, for its whole life, of what an ingest wrote after it started."""
+    table = f"t{uuid.uuid4().hex[:12]}"
+    early, writer = connect(table), connect(table)
+    try:
+        reader = GraphStore(KeyedEmbeddings(dimension=4), early)
+        assert await reader.asimilarity_search([1, 0, 0, 0], k=1) == []
+        await GraphStore(KeyedEmbeddings(dimension=4), writer).aadd_nodes(
+            [Node("a", "alpha", {}, frozenset({Link.bidir("kw", "x")}))], vectors=[[1, 0, 0, 0]]
+        )
+        assert [h.node.id for h in await reader.asimilarity_search([1, 0, 0, 0], k=1)] == ["a"]
+        assert [n.id for n in await reader.aget(["a"])] == ["a"]
+        assert (await reader.astats()).nodes == 1
+    finally:
+        await writer.drop()
+        await writer.close()
+        await early.close()
+
+
+async def test_a_table_name_whose_tables_another_stores_could_be_is_refused_when_new():
+    """`notes_hot` + `_tags` is `notes` + `_hot_tags`: the second of the two stores failed
+    with a raw server error, and left half its tables behind."""
+    table = f"t{uuid.uuid4().hex[:12]}_hot"
+    storage = connect(table)
+    try:
+        store = GraphStore(KeyedEmbeddings(dimension=4), storage)
+        with pytest.raises(InvalidInputError, match=r"ends in '_hot': its tables would share"):
+            await store.aadd_nodes([Node("a", "alpha")], vectors=[[1, 0, 0, 0]])
+        made = storage.session.execute(
+            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (KEYSPACE,)
+        )
+        assert not [row.table_name for row in made if row.table_name.startswith(table)]
+    finally:
+        await storage.close()
+
+
+async def test_a_filter_on_a_value_too_long_for_sai_to_index_still_matches(storage):
+    """SAI leaves terms over 8 KiB out of its index: such an equality matched nothing (and
+    over 64 KiB failed after a minute) where the embedded store found the passage."""
+    long, longer = "y" * 8200, "z" * 70_000
+    store = GraphStore(KeyedEmbeddings(dimension=4), storage)
+    await store.aadd_nodes(
+        [
+            Node("long", "a", {"v": long, "tags": [longer, "short"]}),
+            Node("other", "b", {"v": "y", "tags": ["short"]}),
+        ],
+        vectors=[[1, 0, 0, 0], [0.9, 0.1, 0, 0]],
+    )
+    for where in ({"v": long}, {"tags": longer}, {"v": {"$in": [long, "nothing"]}}):
+        assert [h.node.id for h in await store.asimilarity_search([1, 0, 0, 0], filter=where)] == [
+            "long"
+        ], where
+        assert [h.node.id for h in await store.asearch([1, 0, 0, 0], filter=where)] == ["long"]
+    assert {h.node.id for h in await store.asearch([1, 0, 0, 0], filter={"tags": "short"})} == {
+        "long",
+        "other",
+    }
+
+
+async def test_a_passage_too_large_for_one_batch_is_named_with_its_texts_size(storage):
+    """The error blamed the node's tags alone: with one tag and 2 MB of text it said
+    'with 1 incoming tags is too large', and a text over 16 MiB got the server's message."""
+    store = GraphStore(KeyedEmbeddings(dimension=4), storage)
+    text = "x" * 2_000_000
+    with pytest.raises(StorageError) as error:
+        await store.aadd_nodes(
+            [Node("big", text, {}, frozenset({Link.bidir("kw", "t")}))], vectors=[[1, 0, 0, 0]]
+        )
+    assert str(error.value).startswith(
+        "node 'big' (2000000 bytes of text, 1 incoming tags) is too large for one batch"
+    )
+    assert await store.aget(["big"]) == []

@@ -19,7 +19,8 @@ A condition becomes its disjunctive normal form, at most `MAX_BRANCHES` conjunct
 conjunction is one query whose restrictions are its equalities and ranges.  `$or` and `$in`
 thus run as several ANN queries, merged by score: each branch's top k holds every member of
 the union's top k that it matches, so the merge is exact.  `$ne`, `$nin` and ranges that a
-column cannot answer exactly are checked on the rows returned (from their filter terms);
+column cannot answer exactly (and equalities too long for SAI to index,
+`INDEXED_TERM_BYTES`) are checked on the rows returned (from their filter terms);
 when that drops rows from a full page, the branch is asked again for 4x as many (up to the
 1,000 ANN limit) and finally read without ANN, restricted by its indexable conditions and
 ranked here: a full scan only when nothing in the condition is indexable (a lone `$ne`).
@@ -58,6 +59,11 @@ STRING_PREFIX_BYTES = 40
 """UTF-8 bytes of a string a range column keeps."""
 EXACT_DOUBLE = 2**53
 """Below this magnitude every integer is a double: a strict range stays strict."""
+INDEXED_TERM_BYTES = 4096
+"""The longest filter term (UTF-8) a query restricts by: SAI leaves terms over 8 KiB out of
+its index (`sai_string_term_size_fail_threshold`), so restricting by one matched nothing,
+and one over 64 KiB failed the query after a minute.  A longer equality is checked on the
+rows instead, as `$ne` is."""
 
 T = TypeVar("T")
 
@@ -217,7 +223,10 @@ def _branch(
     exact = True
     for literal in conjunction:
         if isinstance(literal, Equals):
-            terms[literal.term] = None
+            if len(literal.term.encode()) <= INDEXED_TERM_BYTES:
+                terms[literal.term] = None
+            else:
+                exact = False
         elif isinstance(literal, Compare):
             column = range_column(literal)
             if column not in columns:

@@ -26,6 +26,7 @@ SELECT_TABLES = "SELECT table_name FROM system_schema.tables WHERE keyspace_name
 SELECT_TABLE = (
     "SELECT table_name FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?"
 )
+SELECT_INDEXES = "SELECT index_name FROM system_schema.indexes WHERE keyspace_name = ?"
 
 SCHEMA = [
     # The node table last: a node table is what marks the store as existing.
@@ -57,6 +58,9 @@ of every tag row it has in `<table>_hot` (`graphstore.cassandra.layout`).  Every
 `outgoing` tags are JSON text (`rows.encode_tags`): nothing on the server reads them, and
 the driver decodes a `set<frozen<tuple<text, text>>>` one element at a time in Python
 (100 rows of 15 tags: ~3 ms more than the same tags as text)."""
+
+INDEXES = ("hot_embedding", "hot_filter_terms", "nodes_embedding", "nodes_filter_terms")
+"""The SAI indexes `SCHEMA` creates: `<table>_<index>`."""
 
 OUTGOING_PARTS = ("nodes", "tags", "hot")
 """The tables whose rows carry a node's outgoing tags (`<table>_<part>.outgoing`)."""

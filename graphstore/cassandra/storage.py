@@ -74,7 +74,7 @@ from graphstore.cassandra.session import (
     DEFAULT_TIMEOUT,
     Requests,
 )
-from graphstore.cassandra.tables import PARTS, Tables
+from graphstore.cassandra.tables import PARTS, Tables, check_new_prefix
 from graphstore.cassandra.tag_reads import TagReader
 from graphstore.cassandra.url import DEFAULT_PORT, DEFAULT_TABLE, identifier, parse_url
 from graphstore.cassandra.writes import Writer
@@ -166,16 +166,40 @@ class CassandraStorage(Storage):
                 )
             self.replicas = replication_factor(keyspace_rows[0][0])
             """Replicas of each row (in one data centre): above 1, ANN results are checked."""
-            self._dimension = self._tables.dimension()
+            self._dimension: int | None = None
+            self._open_tables()
         except StoreOpenError:
             raise
         except Exception as error:
             raise StoreOpenError(f"cannot read the Cassandra schema: {one_line(error)}") from error
-        if self._dimension is not None:
-            self._tables.upgrade(self._dimension)
+
+    def _open_tables(self) -> None:
+        """Read the store's tables, when they exist: their dimension and layout (blocking)."""
+        with self._requests.lock:
+            if self._dimension is not None:
+                return
+            dimension = self._tables.dimension()
+            if dimension is None:
+                return
+            self._tables.upgrade(dimension)
             self._writer.small_as_vectors = self._tables.small_as_vectors()
             self._writer.outgoing_sets = self._tables.outgoing_sets()
             self._ranges.open_now()
+            self._dimension = dimension
+
+    async def _present(self) -> bool:
+        """Whether the store's tables exist.  While they do not, each call looks again, so a
+        process opened on an empty keyspace sees another process's first write."""
+        if self._dimension is None:
+            try:
+                await asyncio.to_thread(self._open_tables)
+            except StoreOpenError:
+                raise
+            except Exception as error:
+                raise StorageError(
+                    f"cannot read the Cassandra schema: {one_line(error)}"
+                ) from error
+        return self._dimension is not None
 
     @classmethod
     def connect(
@@ -233,15 +257,18 @@ class CassandraStorage(Storage):
             existed = bool(session.execute(session.prepare(SELECT_KEYSPACE), (keyspace,)).all())
             if not existed and not create:
                 raise StoreOpenError(f"no store at {where}: keyspace {keyspace!r} does not exist")
-            session.execute(
-                f'CREATE KEYSPACE IF NOT EXISTS "{keyspace}" WITH replication = {replication_map}',
-                timeout=DDL_TIMEOUT,
-            )
+            if not existed:  # a role confined to an existing keyspace may not CREATE one
+                session.execute(
+                    f'CREATE KEYSPACE IF NOT EXISTS "{keyspace}" '
+                    f"WITH replication = {replication_map}",
+                    timeout=DDL_TIMEOUT,
+                )
             storage = cls(session, keyspace, table, **options)
             storage.created_keyspace = not existed
             if storage.dimension is None and not create:
                 raise StoreOpenError(
-                    f"no store at {where}: keyspace {keyspace!r} has no table {table}_nodes"
+                    f"no store at {where}: keyspace {keyspace!r} has no table {table}_nodes "
+                    "(no passage was ever stored under that table name)"
                 )
             if replication is not None and storage.replicas != replication_factor(replication):
                 raise StoreOpenError(
@@ -308,13 +335,18 @@ class CassandraStorage(Storage):
         """Create whatever tables, columns and indexes are missing (safe to repeat).
 
         Run at the first write of each storage object, so an earlier interrupted creation
-        is completed; the dimension of an existing node table wins over `dimension`.
+        is completed; the dimension of an existing node table wins over `dimension`.  A
+        complete store runs no DDL, so a role that may only modify rows can write to it.
         """
         with self._requests.lock:
             if self._schema_ready:
                 return
+            self._open_tables()
             new = self._dimension is None
-            self._tables.run([*SCHEMA, *UPGRADE], self._dimension or dimension)
+            if new:
+                check_new_prefix(self.table)
+            if new or not self._tables.complete():
+                self._tables.run([*SCHEMA, *UPGRADE], self._dimension or dimension)
             if new:
                 self._ranges.mark_new()
             self._dimension = self._tables.dimension()
@@ -332,7 +364,7 @@ class CassandraStorage(Storage):
             first = next(iter(latest.values())).embedding.size
             try:
                 await asyncio.to_thread(self._create_schema, first)
-            except StoreOpenError:
+            except (StoreOpenError, InvalidInputError):
                 raise
             except Exception as error:
                 raise StorageError(
@@ -347,12 +379,12 @@ class CassandraStorage(Storage):
         await self._writer.upsert(list(latest.values()))
 
     async def delete(self, ids: Sequence[str]) -> int:
-        if self._dimension is None:
+        if not await self._present():
             return 0
         return await self._writer.delete(list(dict.fromkeys(ids)))
 
     async def get(self, ids: Sequence[str]) -> list[StoredNode]:
-        if self._dimension is None or not ids:
+        if not ids or not await self._present():
             return []
         rows = await self._requests.run_keys(
             SELECT_NODES, [(node_id,) for node_id in dict.fromkeys(ids)]
@@ -367,7 +399,7 @@ class CassandraStorage(Storage):
         return plan(where, self._ranges.known, self._ranges.complete)
 
     async def search(self, vector: Vector, k: int, where: Condition) -> list[ScoredNode]:
-        if self._dimension is None or k <= 0:
+        if k <= 0 or not await self._present():
             return []
         query = vector.astype(np.float32)
 
@@ -409,7 +441,7 @@ class CassandraStorage(Storage):
         return sorted(rescored, key=lambda item: (-item.similarity, item.stored.node.id))
 
     async def search_hits(self, vector: Vector, k: int, where: Condition) -> list[TagHit]:
-        if self._dimension is None or k <= 0:
+        if k <= 0 or not await self._present():
             return []
         query = vector.astype(np.float32)
         templates = (SEARCH_HITS, SCAN_HITS, " WHERE ")
@@ -490,7 +522,7 @@ class CassandraStorage(Storage):
         """One wave for all `tags` (`tag_reads`): small parts by `IN`, buckets by ANN; the
         bound on requests is `max_in_flight`, not `concurrency`.  The sizes of small tags
         (and, unfiltered, of hot ones) come with it."""
-        if self._dimension is None or k <= 0:
+        if k <= 0 or not await self._present():
             return [[] for _ in tags]
         found, learned = await self._reader.search(tags, vector.astype(np.float32), k, where)
         if sizes is not None:
@@ -502,19 +534,19 @@ class CassandraStorage(Storage):
     ) -> dict[TagKey, int]:
         """Each small part read (keys only) and checked here, plus each hot tag's directory
         count (or, with a filter, counts per bucket), concurrently."""
-        if self._dimension is None:
+        if not await self._present():
             return dict.fromkeys(tags, 0)
         return await self._reader.sizes(tags, where)
 
     async def recorded_model(self) -> str | None:
-        if self._dimension is None:  # no passages yet, so nothing to mix with
+        if not await self._present():  # no passages yet, so nothing to mix with
             return None
         rows = await self._requests.run(SELECT_MODEL, ())
         return str(rows[0][0]) if rows else None
 
     async def record_model(self, model: str) -> str:
         """One lightweight transaction, so two first writers agree on one model."""
-        if self._dimension is None:  # the settings table comes before the first node
+        if not await self._present():  # the settings table comes before the first node
             try:
                 await asyncio.to_thread(
                     self.session.execute, self._requests.cql(CREATE_META), timeout=DDL_TIMEOUT
@@ -526,6 +558,7 @@ class CassandraStorage(Storage):
 
     async def stats(self, top_tags: int = 20) -> StoreStats:
         """Counts by full scans of the node table and both tag tables."""
+        await self._present()
         if self._dimension is None:
             return StoreStats(nodes=0, tag_rows=0, tags=0, dimension=None)
         return await scanned_stats(self._requests, self._dimension, top_tags)
@@ -541,18 +574,18 @@ class CassandraStorage(Storage):
     )
 
     async def node_ids(self) -> list[str]:
-        if self._dimension is None:
+        if not await self._present():
             return []
         return [row[0] for row in await self._requests.run(SCAN_NODE_IDS, ())]
 
     async def metadata_values(self, key: str) -> dict[str, object]:
-        if self._dimension is None:
+        if not await self._present():
             return {}
         return values_by_id(await self._requests.run(SCAN_METADATA, ()), key)
 
     async def check(self) -> list[str]:
         """Scan every table and compare (`check.scanned_problems`)."""
-        if self._dimension is None:
+        if not await self._present():
             return []
         return await scanned_problems(self._requests)
 

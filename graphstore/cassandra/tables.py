@@ -8,17 +8,39 @@ from typing import Any
 
 from graphstore.cassandra.schema import (
     DDL_TIMEOUT,
+    INDEXES,
     OUTGOING_PARTS,
     SELECT_COLUMN_TYPE,
+    SELECT_INDEXES,
     SELECT_TABLE,
+    SELECT_TABLES,
     UPGRADE,
     VECTOR_TYPE,
 )
 from graphstore.cassandra.session import Requests
-from graphstore.errors import StoreOpenError, one_line
+from graphstore.errors import InvalidInputError, StoreOpenError, one_line
 
 PARTS = ("nodes", "tags", "hot", "hot_tags", "meta")
 """Every table of a store: `<table>_<part>`."""
+
+COLLIDING_ENDINGS = tuple(
+    "_" + part[:cut]
+    for part in PARTS
+    for cut in range(len(part))
+    if part[cut] == "_" and part[cut + 1 :] in PARTS
+)
+"""Endings of a table prefix whose tables another prefix's would be: `notes_hot` + `_tags`
+is `notes` + `_hot_tags`."""
+
+
+def check_new_prefix(table: str) -> None:
+    """Refuse, for a new store, a table prefix whose tables another store's could be."""
+    for ending in COLLIDING_ENDINGS:
+        if table.endswith(ending):
+            raise InvalidInputError(
+                f"Cassandra table name {table!r} ends in {ending!r}: its tables would share "
+                f"names with those of the store {table[: -len(ending)]!r}; choose another"
+            )
 
 
 class Tables:
@@ -62,6 +84,15 @@ class Tables:
             for part in OUTGOING_PARTS
             if (self._column_type(part, "outgoing") or "text") != "text"
         )
+
+    def complete(self) -> bool:
+        """Whether every table and index of the store exists, so that a write needs no DDL
+        (and a role that may only modify rows can write)."""
+        tables = {row[0] for row in self._requests.execute_now(SELECT_TABLES, (self.keyspace,))}
+        indexes = {row[0] for row in self._requests.execute_now(SELECT_INDEXES, (self.keyspace,))}
+        return {f"{self.table}_{part}" for part in PARTS if part != "meta"} <= tables and {
+            f"{self.table}_{index}" for index in INDEXES
+        } <= indexes
 
     def run(self, statements: Sequence[str], dimension: int) -> None:
         """Run DDL templates (idempotent ones) with the table names and `dimension`."""

@@ -11,7 +11,8 @@ tag row costs a plain write; a request costs the client more than a row, so read
 grouped.
 
 A node's batch is applied atomically: stale tag rows deleted, current tag rows and the node
-row written.  Its size is about tags x dimension x 4 bytes, which passes Cassandra's default
+row written.  Its size is about the text plus tags x dimension x 4 bytes, which passes
+Cassandra's default
 `batch_size_fail_threshold` (50 KiB) at ~8 tags of 1536-d vectors; the local test node raises
 it to 1 MiB, and production nodes need the same.  Batches over `batch_size_warn_threshold`
 (5 KiB) are expected: the driver logs the server's warning on the `cassandra.protocol` logger
@@ -145,11 +146,14 @@ class Writer:
         try:
             await self._requests.execute(batch)
         except StorageError as error:
-            if "too large" not in str(error).lower():
+            message = str(error).lower()
+            if "too large" not in message and "exceeds allowed maximum" not in message:
                 raise
             raise StorageError(
-                f"node {node.id!r} with {len(plan.rows)} incoming tags is too large for one "
-                "batch; raise batch_size_fail_threshold in cassandra.yaml"
+                f"node {node.id!r} ({len(node.text.encode())} bytes of text, "
+                f"{len(plan.rows)} incoming tags) is too large for one batch; raise "
+                "batch_size_fail_threshold (above 16 MiB also native_transport_max_message_size)"
+                " in cassandra.yaml, or split the passage"
             ) from error
 
     async def delete(self, node_ids: Sequence[str]) -> int:

@@ -137,7 +137,11 @@ storage_port: {storage_port}
 native_transport_port: {port}
 start_native_transport: true
 authenticator: {authenticator}
-authorizer: AllowAllAuthorizer
+authorizer: {authorizer}
+# Grants and roles apply at once (the default caches them for seconds).
+roles_validity: 0ms
+permissions_validity: 0ms
+credentials_validity: 0ms
 # A fresh node has no 4.x sstables to stay readable by: use the 5.0 formats.
 storage_compatibility_mode: NONE
 default_secondary_index: sai
@@ -371,6 +375,7 @@ class CassandraNode:
         heap: str = DEFAULT_HEAP,
         authenticator: str = "AllowAllAuthenticator",
         *,
+        authorizer: str = "AllowAllAuthorizer",
         host: str = HOST,
         storage_port: int | None = None,
         seeds: str | None = None,
@@ -384,6 +389,7 @@ class CassandraNode:
         self.port = port
         self.heap = heap
         self.authenticator = authenticator
+        self.authorizer = authorizer
         self.storage_port = storage_port
         self.seeds = seeds
         self.cluster_name = cluster_name
@@ -444,6 +450,7 @@ class CassandraNode:
                 buffer_mib=max(32, heap_mib // 8),
                 node_dir=self.node_dir,
                 authenticator=self.authenticator,
+                authorizer=self.authorizer,
                 concurrent_writes=_processors() + 1,
             )
         )
