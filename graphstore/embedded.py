@@ -53,6 +53,12 @@ from graphstore.storage import (
     values_by_id,
 )
 
+STAMPED = (
+    "SELECT EXISTS (SELECT 1 FROM nodes WHERE seq = ?) "
+    "OR EXISTS (SELECT 1 FROM deleted WHERE seq = ?)"
+)
+"""Whether a write transaction stamped any row with its change-sequence number."""
+
 READ_CHUNK = 500
 """Ids per `IN (…)` query, below SQLite's bound-parameter limit."""
 
@@ -488,8 +494,13 @@ class EmbeddedStorage(Storage):
             )
         with self._failures(action), self._transaction("BEGIN IMMEDIATE"):
             self._refresh()
-            yield self._seq + 1
-        self._seq += 1
+            seq = self._seq + 1
+            yield seq
+            stamped = (
+                not self._has_change_log or self._db.execute(STAMPED, (seq, seq)).fetchone()[0]
+            )
+        if stamped:  # a write that stamped nothing (a delete of unknown ids) leaves `seq`
+            self._seq = seq  # to the next writer: skipping it would miss that writer's rows
 
     @contextmanager
     def _refusing(self, node_id: str) -> Iterator[None]:

@@ -66,7 +66,10 @@ async def close_unused(storage: Storage, new_file: Path | None) -> None:
 
     The command's own error is the one the user sees: a clean-up step that fails (the
     store cannot be counted, the node is down) is skipped, a file that cannot be counted
-    is kept, and the store is closed whatever happened before."""
+    is kept, and the store is closed whatever happened before.  A new file is removed only
+    when closing left no `-wal` or `-shm` file beside it: SQLite removes them when its last
+    connection closes, so while they remain another process has the store open (an ingest
+    started beside this one) and may be writing to it."""
     empty = False
     try:
         with suppress(Exception):
@@ -81,8 +84,14 @@ async def close_unused(storage: Storage, new_file: Path | None) -> None:
         with suppress(Exception):
             await storage.close()
     if new_file is not None and empty:
-        for path in (new_file, Path(f"{new_file}-wal"), Path(f"{new_file}-shm")):
-            path.unlink(missing_ok=True)
+        _remove_unshared(new_file)
+
+
+def _remove_unshared(store_file: Path) -> None:
+    """Remove a store file unless SQLite's `-wal` or `-shm` file beside it says another
+    connection still has it open."""
+    if not any(Path(f"{store_file}{suffix}").exists() for suffix in ("-wal", "-shm")):
+        store_file.unlink(missing_ok=True)
 
 
 def open_storage(location: str, *, create: bool = True) -> Storage:

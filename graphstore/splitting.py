@@ -191,6 +191,16 @@ def file_identity(path: str | Path) -> tuple[int, int] | None:
     return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) else None
 
 
+def file_version(path: str | Path) -> tuple[int, int, int, int] | None:
+    """A file's identity, size and modification time in nanoseconds: what changes when the
+    file is written again or replaced (None when it cannot be looked at)."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+
+
 def file_identities(paths: Iterable[str | Path]) -> set[tuple[int, int]]:
     """The `file_identity` of each of `paths` that is a regular file."""
     return {identity for path in paths if (identity := file_identity(path)) is not None}

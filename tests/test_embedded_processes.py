@@ -548,3 +548,46 @@ def test_a_store_this_user_cannot_write_still_sees_what_its_writer_commits(tmp_p
         assert as_nobody(reader, writer) == [True, 2, 3, ["exact"]]
     finally:
         shutil.rmtree(folder)
+
+
+def test_a_delete_of_unknown_ids_does_not_hide_the_next_write_of_another_process(
+    tmp_path: Path,
+):
+    """A write that stamped nothing still advanced this process's change counter; the other
+    process's next write took that same number, and this one never read it."""
+    path = tmp_path / "store.db"
+    mine = EmbeddedStorage(path)
+    run_sync(mine.upsert([stored("a", ["a"], [1.0, 0.5, 0.0])]))
+    other = OtherProcess(path)
+    try:
+        assert run_sync(mine.delete(["no-such-id"])) == 0
+        other.upsert(("zeppelin", ["z"], [1.0, 0.0, 0.0]))
+        assert hits(mine) == ["zeppelin", "a"]
+        assert run_sync(mine.stats()).nodes == 2
+    finally:
+        other.close()
+    run_sync(mine.close())
+
+
+def test_a_failed_command_keeps_a_new_store_another_process_has_open(tmp_path: Path):
+    """A command that created a store and failed before storing anything removed the file,
+    though another process had opened it meanwhile: that process's writes then went to a
+    deleted file, reported as done."""
+    from graphstore.location import close_unused
+
+    path = tmp_path / "new.db"
+    failed = EmbeddedStorage(path)
+    other = OtherProcess(path)
+    try:
+        other.send(op="delete", ids=["nothing"])  # answered: the other process has it open
+        run_sync(close_unused(failed, path))
+        other.upsert(("kept", ["k"], [1.0, 0.0, 0.0]))
+    finally:
+        other.close()
+    assert path.exists()
+    reopened = EmbeddedStorage(path)
+    assert hits(reopened) == ["kept"]
+    run_sync(reopened.close())
+    alone = tmp_path / "alone.db"
+    run_sync(close_unused(EmbeddedStorage(alone), alone))
+    assert not list(tmp_path.glob("alone.db*"))  # nobody else had it open: removed

@@ -432,3 +432,33 @@ async def test_a_link_given_by_name_whose_file_is_gone_loses_its_passages(
     message = f"^{re.escape(str(tmp_path / 'link.md'))} is neither a regular file nor a folder$"
     with pytest.raises(InvalidInputError, match=message):
         await ingest_paths(store, tmp_path / "link.md", root=tmp_path)
+
+
+async def test_an_ingest_leaves_what_another_ingest_stored_from_the_files_newer_text(
+    tmp_path: Path,
+) -> None:
+    """An ingest removed as stale, at its end, the passages its own read of a file did not
+    produce, though the file had grown back since and another process had stored them from
+    its new text: the store held 4 passages of a 6-part file until the next ingest."""
+    six = "".join(f"Part {i} on volcanoes.\n\n" for i in range(6))
+    doc = write(tmp_path / "W" / "aa.md", six)
+    path = tmp_path / "s.db"
+    mine = GraphStore(KeyedEmbeddings(), EmbeddedStorage(path))
+    other = GraphStore(KeyedEmbeddings(), EmbeddedStorage(path))
+    await ingest(mine, [tmp_path / "W"], linkers=[], root=tmp_path, max_chars=30)
+    parts = [f"W/aa.md#{i}" for i in range(6)]
+    assert sorted(await mine.anode_ids()) == parts
+    doc.write_text(six.replace("Part 4 on volcanoes.\n\nPart 5 on volcanoes.\n\n", ""))
+
+    def meanwhile(_written: int) -> None:  # after this ingest wrote its four passages
+        doc.write_text(six)
+        run_sync(ingest(other, [doc], linkers=[], root=tmp_path, max_chars=30))
+
+    report = await ingest(
+        mine, [tmp_path / "W"], linkers=[], root=tmp_path, max_chars=30, on_batch=meanwhile
+    )
+    assert (report.passages, report.removed) == (4, 0)
+    assert sorted(await mine.anode_ids()) == parts
+    await ingest(mine, [tmp_path / "W"], linkers=[], root=tmp_path, max_chars=30)
+    doc.write_text("Part 0 on volcanoes.\n")  # and a file that shrank, left alone, still does
+    assert (await ingest(mine, [doc], linkers=[], root=tmp_path, max_chars=30)).removed == 5
