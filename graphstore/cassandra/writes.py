@@ -12,13 +12,12 @@ grouped.
 
 A node's batch is applied atomically: stale tag rows deleted, current tag rows and the node
 row written.  Its size is about the text plus tags x dimension x 4 bytes, which passes
-Cassandra's default
-`batch_size_fail_threshold` (50 KiB) at ~8 tags of 1536-d vectors; the local test node raises
-it to 1 MiB, and production nodes need the same.  Batches over `batch_size_warn_threshold`
-(5 KiB) are expected: the driver logs the server's warning on the `cassandra.protocol` logger
-when an application enables logging.  An upsert reads where a node's old rows are first, so
-two processes writing the same node at the same time may leave a stale tag row (`check`
-reports it).
+Cassandra's default `batch_size_fail_threshold` (50 KiB) at ~8 tags of 1536-d vectors; the
+local test node raises it to 1 MiB, and production nodes need the same.  Batches over
+`batch_size_warn_threshold` (5 KiB) are expected: the driver logs the server's warning on the
+`cassandra.protocol` logger when an application enables logging.  An upsert reads where a
+node's old rows are first, so two processes writing the same node at the same time may leave
+a stale tag row (`check` reports it).
 """
 
 from __future__ import annotations
