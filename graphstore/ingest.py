@@ -282,16 +282,17 @@ class IngestReport:
     removed as stale."""
 
 
-def unchanged_since(
-    versions: Mapping[str, tuple[int, int, int, int] | None], paths: Iterable[Path]
-) -> set[str]:
-    """The recorded files among `versions` (taken before they were read) that are as they
-    were: only their passages that this ingest did not write are stale.  A file written
-    again meanwhile may have been ingested again by another process, from its new text,
-    and what that process stored is not this ingest's to remove (the next ingest of the
-    file removes what is stale then)."""
-    now = {recorded_file(path): file_version(path) for path in paths}
-    return {file for file, version in versions.items() if version and now.get(file) == version}
+def unchanged_since(versions: Mapping[Path, tuple[int, int, int, int] | None]) -> set[str]:
+    """The recorded files of the paths in `versions` (taken before they were read) that are
+    as they were: only their passages that this ingest did not write are stale.  A file
+    written again meanwhile may have been ingested again by another process, from its new
+    text, and what that process stored is not this ingest's to remove (the next ingest of
+    the file removes what is stale then)."""
+    return {
+        recorded_file(path)
+        for path, version in versions.items()
+        if version is not None and file_version(path) == version
+    }
 
 
 def read_all(files: Sequence[tuple[Path, str]], max_chars: int) -> Iterator[Passage]:
@@ -327,7 +328,7 @@ async def ingest(
     before = recorded_within(stored, scopes_of(paths))
     check_found(paths, found, before)
     files, skipped = found
-    versions = {recorded_file(path): file_version(path) for path, _ in files}
+    versions = {path: file_version(path) for path, _ in files}
     planned: dict[str, str] = {}
     for passage in read_all(files, max_chars):
         check_node(to_node(passage, set()))
@@ -355,6 +356,6 @@ async def ingest(
         total += len(batch)
         if on_batch:
             on_batch(len(batch))
-    gone = stale(before, written, unchanged_since(versions, [path for path, _ in files]))
+    gone = stale(before, written, unchanged_since(versions))
     removed = await store.adelete(gone) if gone else 0
     return IngestReport(files=len(files), passages=total, removed=removed, skipped=skipped)

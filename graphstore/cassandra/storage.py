@@ -342,16 +342,13 @@ class CassandraStorage(Storage):
             if self._schema_ready:
                 return
             self._open_tables()
-            new = self._dimension is None
-            if new:
+            if self._dimension is None:
                 check_new_prefix(self.table)
-            if new or not self._tables.complete():
-                self._tables.run([*SCHEMA, *UPGRADE], self._dimension or dimension)
-            if new:
+                self._tables.run([*SCHEMA, *UPGRADE], dimension)
                 self._ranges.mark_new()
-            self._dimension = self._tables.dimension()
-            self._writer.small_as_vectors = self._tables.small_as_vectors()
-            self._writer.outgoing_sets = self._tables.outgoing_sets()
+                self._open_tables()  # what was made, or what another process made first
+            elif not self._tables.complete():
+                self._tables.run([*SCHEMA, *UPGRADE], self._dimension)
             self._schema_ready = True
 
     # -- Storage ---------------------------------------------------------------------------
