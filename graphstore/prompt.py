@@ -17,9 +17,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from langchain_core.runnables import RunnableLambda
+from typing import TYPE_CHECKING, Any
 
 from graphstore.card_store import anearest_cards
 from graphstore.cards import is_card
@@ -31,6 +29,9 @@ from graphstore.sections import Section, TokenCounter, check_layout, fill
 from graphstore.store import GraphStore, run_sync
 from graphstore.strategy import MAX_K, check_count, check_fraction
 from graphstore.utf8 import check_utf8
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableLambda
 
 CJK = re.compile(
     r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
@@ -175,7 +176,11 @@ async def _search(
 
 
 def writer_context_runnable(store: GraphStore, **options: Any) -> RunnableLambda[str, str]:
-    """A LangChain Runnable: scene description in, context block out (for use in a chain)."""
+    """A LangChain Runnable: scene description in, context block out (for use in a chain).
+
+    LangChain's runnables are imported here, not with the module: importing them took
+    longer than everything else a command line `prompt` or `search` does."""
+    from langchain_core.runnables import RunnableLambda
 
     async def run(scene: str) -> str:
         return (await awriter_context(store, scene, **options)).text

@@ -4,6 +4,9 @@ The splitter is where a passage's place in its document is known, so it records 
 path (for hierarchy links) and, for HTML, the passage's own markup (for its hyperlinks).
 Every step is linear in the input (files are user-supplied: no backtracking regex over a
 line, no re-copying the rest of a long piece), and no passage is blank.
+
+BeautifulSoup is imported when the first page is split, not with the module: its import
+took longer than the rest of a command line search, which splits nothing.
 """
 
 from __future__ import annotations
@@ -15,14 +18,15 @@ import stat
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import NamedTuple
-
-from bs4 import BeautifulSoup, Tag
-from bs4.element import CData, NavigableString, PageElement
+from typing import TYPE_CHECKING, NamedTuple
 
 from graphstore.chapters import is_chapter_heading, section_chapter
 from graphstore.errors import InvalidArgumentError, InvalidInputError
 from graphstore.markdown import MarkdownMarkup, passage_markups, prose_lines
+
+if TYPE_CHECKING:
+    from bs4 import Tag
+    from bs4.element import NavigableString, PageElement
 
 MAX_CHARS = 1000
 """The longest passage the splitters make, in characters, unless told otherwise."""
@@ -390,6 +394,9 @@ def _html_blocks(root: Tag) -> Iterator[_HtmlBlock]:
     (`BLOCKS` holding no heading or block), and the runs of loose text between them (a
     div's text, a list item's words before its sublist), so no text is lost to the element
     it sits in.  Iterative, so no nesting depth overflows the stack."""
+    from bs4 import Tag
+    from bs4.element import CData, NavigableString
+
     holders = _holders(root)
     run: list[Tag | NavigableString] = []
 
@@ -434,6 +441,8 @@ def _clean(text: str) -> str:
 
 def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
     """HTML: the main content's blocks grouped by heading, each passage keeping its markup."""
+    from bs4 import BeautifulSoup, Tag
+
     check_max_chars(max_chars)
     soup = BeautifulSoup(text, "html.parser")
     root = soup.find(role="main") or soup.find("main") or soup.body or soup

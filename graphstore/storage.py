@@ -177,7 +177,7 @@ class Storage(ABC):
     @abstractmethod
     async def recorded_model(self) -> str | None:
         """The embedding model the store's passages were embedded with
-        (`graphstore.embeddings.model_id`), or None when none is recorded."""
+        (`graphstore.models.model_id`), or None when none is recorded."""
 
     @abstractmethod
     async def record_model(self, model: str) -> str:

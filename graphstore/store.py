@@ -18,13 +18,12 @@ from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
-from langchain_core.embeddings import Embeddings
 
-from graphstore.embeddings import model_id
 from graphstore.errors import InvalidInputError
 from graphstore.filters import EVERYTHING, parse_filter
 from graphstore.links import as_links
 from graphstore.metadata import Filter, check_metadata
+from graphstore.models import EmbeddingModel, model_id
 from graphstore.nodes import Hit, Node, StoredNode, Vector, VectorLike, VectorsLike, unit
 from graphstore.storage import ScoredNode, Storage, StoreStats
 from graphstore.strategy import (
@@ -129,7 +128,9 @@ def check_node(node: Any) -> Node:
 class GraphStore:
     """A graph vector store whose edges are implied by shared link tags.
 
-    `embeddings` may be None for a store used only with vectors (or only for reading).
+    `embeddings` is any LangChain `Embeddings` or a `graphstore.models` model (it needs their
+    async calls, `EmbeddingModel`); None for a store used only with vectors (or only for
+    reading).
     Every search's `filter` is a metadata filter (`{"chapter": {"$lte": 27}}`, operators and
     their meaning in `graphstore.filters`), checked before anything runs and applied to every
     passage a search returns or passes through.
@@ -137,7 +138,7 @@ class GraphStore:
 
     def __init__(
         self,
-        embeddings: Embeddings | None,
+        embeddings: EmbeddingModel | None,
         storage: Storage,
         *,
         batch_size: int = 64,
@@ -422,7 +423,7 @@ class GraphStore:
         except (ValueError, TypeError) as error:
             raise InvalidInputError(str(error)) from error
 
-    async def _checked_model(self, *, writing: bool) -> Embeddings:
+    async def _checked_model(self, *, writing: bool) -> EmbeddingModel:
         """The store's model, once checked against the one its passages were embedded with
         (recorded at the first write): vectors of two models side by side rank at random.
         A model recorded under another name is accepted when it embeds a stored passage as
@@ -452,7 +453,7 @@ class GraphStore:
         self._accepted_model = given
         return self.embeddings
 
-    async def _embeds_as_stored(self, model: Embeddings) -> bool:
+    async def _embeds_as_stored(self, model: EmbeddingModel) -> bool:
         """Whether `model` embeds a stored passage as the store holds it (cosine at least
         `SAME_MODEL_COSINE`); true for a store with no passages yet."""
         dimension = self.storage.dimension

@@ -33,9 +33,9 @@ class CachedE5(Embeddings):
     cache: ClassVar[dict[str, list[float]]] = {}
 
     def __init__(self) -> None:
-        from graphstore.embeddings import E5Embeddings
+        from graphstore.models import E5Model
 
-        self.model = E5Embeddings()
+        self.model = E5Model()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         missing = [text for text in dict.fromkeys(texts) if text not in self.cache]

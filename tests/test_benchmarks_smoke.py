@@ -19,6 +19,7 @@ from benchmarks import (
     ingest_memory,
     load_scaling,
     quality,
+    startup,
     traversal_time,
 )
 from benchmarks.common import RESULTS_ENV
@@ -117,3 +118,9 @@ def test_embedding(results_dir):
     assert set(result["cold_start_s"]) == set(result["bulk_passages_per_s"]) == set(embedding.COLD)
     assert result["passages"] == embedding.QUICK_PASSAGES
     assert result["max_abs_difference"] < 1e-5
+
+
+def test_startup(results_dir):
+    result = run(startup, "startup", results_dir)
+    assert set(result["median_s"]) == set(startup.steps(results_dir / "s.db"))
+    assert all(len(samples) == 2 for samples in result["seconds"].values())

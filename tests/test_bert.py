@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from graphstore.bert import BertEncoder, gelu
-from graphstore.embeddings import BertEmbeddings, load_embeddings, minilm_dir
 from graphstore.errors import InvalidInputError
+from graphstore.models import BertModel, load_model, minilm_dir
 from graphstore.testing.imports import imported_by
 
 TEXTS = [
@@ -40,7 +40,7 @@ def test_the_default_model_gives_the_vectors_sentence_transformers_gives():
     sentence_transformers = pytest.importorskip("sentence_transformers")
     reference = sentence_transformers.SentenceTransformer(str(minilm_dir()), device="cpu")
     expected = reference.encode(TEXTS, normalize_embeddings=True)
-    found = np.array(load_embeddings("minilm").embed_documents(TEXTS))
+    found = np.array(load_model("minilm").embed_documents(TEXTS))
     assert found.shape == expected.shape == (len(TEXTS), 384)
     assert np.abs(found - expected).max() < 1e-5
     assert np.allclose(np.linalg.norm(found, axis=1), 1.0, atol=1e-5)
@@ -53,8 +53,8 @@ def test_the_default_model_gives_the_vectors_sentence_transformers_gives():
 def test_the_default_model_imports_no_torch():
     """Importing sentence-transformers took ~10 s, which every one-query search paid."""
     code = (
-        "from graphstore.embeddings import load_embeddings\n"
-        "load_embeddings('minilm').embed_query('which river runs through Paris?')\n"
+        "from graphstore.models import load_model\n"
+        "load_model('minilm').embed_query('which river runs through Paris?')\n"
     )
     heavy = ("torch", "transformers", "sentence_transformers", "sklearn")
     assert imported_by(code, heavy) == []
@@ -73,7 +73,7 @@ def _model_copy(tmp_path: Path, pooling: dict[str, bool]) -> Path:
 def test_a_folder_of_another_pooling_is_refused_in_one_line(tmp_path):
     folder = _model_copy(tmp_path, {"pooling_mode_cls_token": True})
     with pytest.raises(InvalidInputError, match="not a BERT model with mean pooling") as raised:
-        BertEmbeddings(folder).embed_query("anything")
+        BertModel(folder).embed_query("anything")
     assert "\n" not in str(raised.value)
 
 

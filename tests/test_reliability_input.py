@@ -24,11 +24,11 @@ import pytest
 from graphstore import GraphStore, InvalidInputError, Link, Node, StoreOpenError
 from graphstore.cli import main
 from graphstore.embedded import EmbeddedStorage
-from graphstore.embeddings import minilm_dir
 from graphstore.filter_expressions import filter_of
 from graphstore.links import MAX_TAG_LENGTH
 from graphstore.location import open_storage
 from graphstore.metadata import MAX_DEPTH
+from graphstore.models import minilm_dir
 from graphstore.redaction import redact
 from graphstore.splitting import split_text
 from graphstore.store import run_sync

