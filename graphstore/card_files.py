@@ -31,7 +31,14 @@ from typing import Any, NamedTuple
 
 from graphstore.cards import Card, card_from_mapping, check_names
 from graphstore.errors import InvalidInputError
-from graphstore.splitting import FolderFiles, read_text, recorded_file, scan_folder
+from graphstore.splitting import (
+    FileVersion,
+    FolderFiles,
+    file_version,
+    read_text,
+    recorded_file,
+    scan_folder,
+)
 
 MARKDOWN = (".md", ".markdown")
 YAML = (".yaml", ".yml")
@@ -89,6 +96,9 @@ class CardFolder(NamedTuple):
     files: list[str]
     """The recorded path (`recorded_file`) of every card file read, those declaring no card
     (`[]`) too: a card ingest removes the cards such a file no longer declares."""
+    versions: dict[Path, FileVersion | None]
+    """Each file's version (`file_version`) taken before it was read: a card ingest removes
+    only the stale cards of files still as read (`CardPlan.still_stale`)."""
 
 
 def card_files(folder: Path, store_files: Collection[str] = ()) -> FolderFiles:
@@ -111,8 +121,10 @@ def read_cards(
     found = card_files(folder, store_files)
     cards: list[Card] = []
     files: list[str] = []
+    versions: dict[Path, FileVersion | None] = {}
     for path in found.files:
         source = source_name(path)
+        versions[path] = file_version(path)
         text = read_text(path)
         if path.suffix.lower() in MARKDOWN:
             declared = [parse_markdown_card(text, source)]
@@ -122,4 +134,4 @@ def read_cards(
         files.append(file)
         cards.extend(replace(card, file=file) for card in declared)
     skipped = [source_name(path) for path in found.skipped]
-    return CardFolder(check_names(cards), skipped, files)
+    return CardFolder(check_names(cards), skipped, files, versions)

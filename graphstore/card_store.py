@@ -36,8 +36,15 @@ from graphstore.ingest import (
     ingest_root,
     source_name,
     text_linker,
+    unchanged_since,
 )
-from graphstore.recorded_files import file_scopes, owned_elsewhere, recorded_within, stale
+from graphstore.recorded_files import (
+    file_scopes,
+    is_gone,
+    owned_elsewhere,
+    recorded_within,
+    stale,
+)
 from graphstore.store import GraphStore, Query
 from graphstore.strategy import MAX_K
 
@@ -72,13 +79,25 @@ class CardPlan:
     """The cards to write."""
     known: list[Card]
     """Every card the store will hold: what passages are linked to."""
-    stale: list[str]
-    """Ids of stored cards recorded from files within the folder ingested that are gone or
-    no longer declare them."""
+    stale: dict[str, str]
+    """Stored cards recorded from files within the folder ingested that are gone or no
+    longer declare them: their ids and recorded files."""
 
     def mentions(self) -> MentionLinkExtractor | None:
         """The mention extractor over every known card's names."""
         return card_mentions(self.known)
+
+    def still_stale(self, unchanged: Collection[str]) -> CardPlan:
+        """This plan without the stale cards of files written again since they were read
+        (not in `unchanged`, `ingest.unchanged_since`) that still exist: another ingest may
+        have stored those cards from the file's new text, and the next ingest of the file
+        removes what is stale then."""
+        kept = {
+            card_id: file
+            for card_id, file in self.stale.items()
+            if file in unchanged or is_gone(file)
+        }
+        return replace(self, stale=kept)
 
 
 def _replaceable(stored: Card, card: Card, read: Collection[str]) -> bool:
@@ -130,7 +149,7 @@ async def aplan_cards(
         if other is not None and not _replaceable(other, card, read):
             raise InvalidInputError(_taken(card, other))
     within = recorded_within({card.id: card.file for card in every if card.file}, scopes)
-    gone = stale(within, new, set(read))
+    gone = {card_id: within[card_id] for card_id in stale(within, new, set(read))}
     kept = [card for card in every if card.id not in new and card.id not in gone]
     return CardPlan(list(cards), check_names([*kept, *cards]), gone)
 
@@ -141,7 +160,7 @@ async def awrite_cards(store: GraphStore, plan: CardPlan) -> int:
     mentions = plan.mentions()
     if plan.cards and mentions is not None:
         await store.aadd_nodes([card_node(card, mentions) for card in plan.cards])
-    return await store.adelete(plan.stale) if plan.stale else 0
+    return await store.adelete(list(plan.stale)) if plan.stale else 0
 
 
 async def aingest_with_cards(
@@ -159,14 +178,15 @@ async def aingest_with_cards(
     mentions of every card the store will hold.  Cards are written last, so a bad card or
     a bad file leaves the store as it was; the cards recorded from files within the folder
     that are gone, or that no longer declare them, are removed (all of them when the folder
-    is gone or holds no card file: refused only when no card was stored from it).  Card
+    is gone or holds no card file: refused only when no card was stored from it; none of a
+    file written again since it was read, `CardPlan.still_stale`).  Card
     sources are named as files are, relative to `root`; each card records its file's
     absolute path.
     """
     if not paths and cards_folder is None:
         raise InvalidInputError("give files or folders to ingest, or a folder of cards")
     base = ingest_root(root)
-    folder = CardFolder([], [], [])
+    folder = CardFolder([], [], [], {})
     scopes: list[str] = []
     if cards_folder:
         folder = read_cards(
@@ -182,7 +202,7 @@ async def aingest_with_cards(
     report = IngestReport(files=0, passages=0)
     if paths:
         report = await ingest(store, paths, linkers=linked, root=root, **options)
-    removed = await awrite_cards(store, plan)
+    removed = await awrite_cards(store, plan.still_stale(unchanged_since(folder.versions)))
     skipped = sorted({*report.skipped, *folder.skipped})
     return replace(report, cards=len(cards), removed=report.removed + removed, skipped=skipped)
 

@@ -52,6 +52,7 @@ from graphstore.splitting import (
     FILE,
     MAX_CHARS,
     SUFFIXES,
+    FileVersion,
     Passage,
     file_identities,
     file_identity,
@@ -282,7 +283,7 @@ class IngestReport:
     removed as stale."""
 
 
-def unchanged_since(versions: Mapping[Path, tuple[int, int, int, int] | None]) -> set[str]:
+def unchanged_since(versions: Mapping[Path, FileVersion | None]) -> set[str]:
     """The recorded files of the paths in `versions` (taken before they were read) that are
     as they were: only their passages that this ingest did not write are stale.  A file
     written again meanwhile may have been ingested again by another process, from its new

@@ -195,7 +195,11 @@ def file_identity(path: str | Path) -> tuple[int, int] | None:
     return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) else None
 
 
-def file_version(path: str | Path) -> tuple[int, int, int, int] | None:
+FileVersion = tuple[int, int, int, int]
+"""A file's device, inode, size and modification time in nanoseconds (`file_version`)."""
+
+
+def file_version(path: str | Path) -> FileVersion | None:
     """A file's identity, size and modification time in nanoseconds: what changes when the
     file is written again or replaced (None when it cannot be looked at)."""
     try:

@@ -20,7 +20,9 @@ from graphstore.card_store import (
     awrite_cards,
 )
 from graphstore.cards import Card, card_mentions, card_node
+from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import InvalidInputError
+from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings
 
 MONKEY = "---\nname: 孙悟空\nkind: character\naliases: [行者, 悟空]\n---\n石猴。\n"
@@ -418,3 +420,37 @@ async def test_an_agents_card_does_not_replace_a_card_kept_in_a_file(backend, tm
     kept.unlink()
     await awrite_cards(store, await aplan_cards(store, [Card("孙悟空", kind="monkey")]))
     assert (await aget_card(store, "card:孙悟空")).kind == "monkey"
+
+
+async def test_a_card_ingest_leaves_the_cards_another_ingest_stored_from_the_files_newer_text(
+    tmp_path,
+):
+    """A card ingest removed, at its end, the cards its own read of a file did not declare,
+    though the file declared them again since and another process had stored them from it:
+    the store lost a card until the next ingest of the file."""
+    three = "- name: Ann\n- name: Bob\n- name: Cy\n"
+    cards = tmp_path / "cards"
+    people = cards / "people.yaml"
+    people.parent.mkdir()
+    people.write_text(three)
+    text = tmp_path / "story.txt"
+    text.write_text("Ann met Bob.\n")
+    path = tmp_path / "s.db"
+    mine = GraphStore(KeyedEmbeddings(), EmbeddedStorage(path))
+    other = GraphStore(KeyedEmbeddings(), EmbeddedStorage(path))
+    await ingest(mine, tmp_path, [text], cards)
+    assert {card.name for card in await astored_cards(mine)} == {"Ann", "Bob", "Cy"}
+    people.write_text("- name: Ann\n- name: Bob\n")
+
+    def meanwhile(_written: int) -> None:  # this ingest read the two cards, wrote its text
+        people.write_text(three)
+        run_sync(ingest(other, tmp_path, [], cards))
+
+    report = await aingest_with_cards(
+        mine, [text], cards, linkers=[], root=tmp_path, max_chars=10, on_batch=meanwhile
+    )
+    assert (report.cards, report.removed) == (2, 0)
+    assert {card.name for card in await astored_cards(mine)} == {"Ann", "Bob", "Cy"}
+    people.write_text("- name: Ann\n")  # a file read and left alone still loses its cards
+    assert (await ingest(mine, tmp_path, [], cards)).removed == 2
+    assert {card.name for card in await astored_cards(mine)} == {"Ann"}

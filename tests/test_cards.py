@@ -105,7 +105,7 @@ def test_yaml_file_may_hold_one_card_or_a_list():
 
 
 def test_the_shipped_xiyouji_cards_parse():
-    cards, skipped, _ = read_cards(SAMPLES, lambda path: path.name)
+    cards, skipped, *_ = read_cards(SAMPLES, lambda path: path.name)
     assert skipped == []
     names = {card.name: card for card in cards}
     assert set(names) == {"孙悟空", "唐僧", "猪八戒", "沙僧", "白骨精", "花果山"}
