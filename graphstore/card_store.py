@@ -12,7 +12,7 @@ passages; a card passage links out to the other cards it names.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from graphstore.ingest import (
     text_linker,
     unchanged_since,
 )
+from graphstore.nodes import Node
 from graphstore.recorded_files import (
     file_scopes,
     is_gone,
@@ -52,11 +53,22 @@ MAX_SCENE_CARDS = MAX_K
 """Cards a prompt considers: the ones nearest to the scene, when a world has more."""
 
 
+async def _card_nodes(store: GraphStore, ids: Iterable[str] | None = None) -> list[Node]:
+    """The cards among `ids`, or every card in the store (a scan of the ids) when None."""
+    among = await store.anode_ids() if ids is None else ids
+    wanted = sorted(node_id for node_id in among if node_id.startswith(f"{CARD}:"))
+    return [node for node in await store.aget(wanted) if is_card(node)] if wanted else []
+
+
 async def astored_cards(store: GraphStore) -> list[Card]:
     """Every card in the store (a scan of the ids: for ingests, not for queries)."""
-    ids = [node_id for node_id in await store.anode_ids() if node_id.startswith(f"{CARD}:")]
-    nodes = await store.aget(sorted(ids))
-    return [card_from_node(node) for node in nodes if is_card(node)]
+    return [card_from_node(node) for node in await _card_nodes(store)]
+
+
+async def acard_ids(store: GraphStore, ids: Iterable[str] | None = None) -> set[str]:
+    """The ids of the cards among `ids`, or of every card in the store when None (a scan of
+    the ids): cards are counted apart from passages."""
+    return {node.id for node in await _card_nodes(store, ids)}
 
 
 async def anearest_cards(store: GraphStore, query: Query) -> list[Card]:
@@ -204,7 +216,7 @@ async def aingest_with_cards(
         report = await ingest(store, paths, linkers=linked, root=root, **options)
     removed = await awrite_cards(store, plan.still_stale(unchanged_since(folder.versions)))
     skipped = sorted({*report.skipped, *folder.skipped})
-    return replace(report, cards=len(cards), removed=report.removed + removed, skipped=skipped)
+    return replace(report, cards=len(cards), removed_cards=removed, skipped=skipped)
 
 
 def _nothing_in(cards_folder: Path) -> str:

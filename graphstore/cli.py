@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from extractors.frequency import TagFrequencyFilter, check_share
-from graphstore.card_store import aingest_with_cards
+from graphstore.card_store import acard_ids, aingest_with_cards
 from graphstore.cards import CARD, card_id
 from graphstore.chapters import as_of_filter
 from graphstore.errors import GraphStoreError, InvalidArgumentError, InvalidInputError, one_line
@@ -42,6 +42,7 @@ from graphstore.prompt import CARD_SHARE, DEFAULT_TEMPLATE, PROMPT_K, awriter_co
 from graphstore.recorded_files import gone_files, ingested_from, recorded_files
 from graphstore.redaction import redact
 from graphstore.splitting import MAX_CHARS, check_max_chars, read_text
+from graphstore.storage import StoreStats
 from graphstore.store import GraphStore
 from graphstore.strategy import DEFAULT, ROOTS, TRAVERSAL_ADJACENT_K, TRAVERSAL_DEPTH
 from graphstore.traversal import TraversalStats
@@ -472,7 +473,9 @@ async def _command(
         await _delete(args, store, shown)
     elif args.command == "stats":
         stats = await store.astats(args.top)
-        print(f"store: {shown}\npassages: {stats.nodes}\ntags: {stats.tags}")
+        cards = len(await acard_ids(store))
+        print(f"store: {shown}\npassages: {stats.nodes - cards}\ncards: {cards}")
+        print(f"tags: {stats.tags}")
         print(f"tag rows: {stats.tag_rows}\nembedding dimension: {stats.dimension or 'none yet'}")
         print(f"embedding model: {await store.storage.recorded_model() or 'not recorded'}")
         if stats.corrupt_rows:
@@ -536,11 +539,12 @@ async def _delete(args: argparse.Namespace, store: GraphStore, shown: str) -> No
     ids = set(ingested_from(await recorded_files(store), args.paths) if args.paths else ())
     for node_id in args.ids:
         ids.add((await _stored_node(store, node_id, shown)).id)
+    cards = len(await acard_ids(store, ids))
     removed = await store.adelete(sorted(ids))
     stats = await store.astats()
     print(
-        f"removed {_count(removed, 'passage')} from {shown}; store has "
-        f"{_count(stats.nodes, 'passage')}, {_count(stats.tags, 'tag')}"
+        f"removed {_passages_and_cards(removed - cards, cards)} from {shown}; store has "
+        f"{await _held(store, stats)}, {_count(stats.tags, 'tag')}"
     )
 
 
@@ -569,8 +573,8 @@ async def _ingest(
     print(
         f"ingested {_count(report.passages, 'passage')} from {_count(report.files, 'file')} "
         f"and {_count(report.cards, 'card')} into {shown}; "
-        f"removed {_count(report.removed, 'stale passage')}; store has "
-        f"{_count(stats.nodes, 'passage')}, {_count(stats.tags, 'tag')}, "
+        f"removed {_passages_and_cards(report.removed, report.removed_cards, 'stale ')}; "
+        f"store has {await _held(store, stats)}, {_count(stats.tags, 'tag')}, "
         f"{_count(stats.tag_rows, 'tag row')}"
     )
 
@@ -595,6 +599,19 @@ def _skipped(names: Sequence[str]) -> str:
 
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def _passages_and_cards(passages: int, cards: int, adjective: str = "") -> str:
+    """ "3 passages", or with cards "3 passages and 1 card" (a card is no passage)."""
+    counted = _count(passages, f"{adjective}passage")
+    return f"{counted} and {_count(cards, f'{adjective}card')}" if cards else counted
+
+
+async def _held(store: GraphStore, stats: StoreStats) -> str:
+    """"3 passages", or with cards "3 passages, 1 card": what the store holds."""
+    cards = len(await acard_ids(store))
+    held = _count(stats.nodes - cards, "passage")
+    return f"{held}, {_count(cards, 'card')}" if cards else held
 
 
 def _failed(args: argparse.Namespace, message: str) -> int:

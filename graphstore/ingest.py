@@ -273,10 +273,11 @@ class IngestReport:
     passages: int
     removed: int = 0
     """Stale passages deleted: of files gone from the paths ingested, past a file's end, or
-    of a file read under another root before (and cards gone from a card folder ingested
-    again)."""
+    of a file read under another root before."""
     cards: int = 0
     """Entity cards written."""
+    removed_cards: int = 0
+    """Stale cards deleted: gone from a card folder ingested again."""
     skipped: list[str] = field(default_factory=list)
     """Entries under the folders ingested that are neither a file nor a folder (a link to
     nothing, a pipe), by source name: not read, so passages stored from them before are

@@ -80,7 +80,7 @@ async def test_reingesting_cards_and_text_is_idempotent(backend, tmp_path):
     before = await snapshot(store)
     stats = await store.astats()
     report = await ingest(store, tmp_path, [text], cards)
-    assert report.removed == 0
+    assert (report.removed, report.removed_cards) == (0, 0)
     assert await snapshot(store) == before
     assert await store.astats() == stats
     assert await store.acheck() == []
@@ -99,7 +99,7 @@ async def test_a_card_whose_file_is_gone_is_removed_and_text_alone_links_to_stor
     assert node.links == {Link.outgoing("card", "孙悟空")}
     (cards / "唐僧.md").unlink()
     report = await ingest(store, tmp_path, [], cards)
-    assert report.removed == 1
+    assert report.removed_cards == 1
     assert sorted(await store.anode_ids()) == ["card:孙悟空"] + [
         f"西游记.txt#{n}" for n in range(4)
     ]
@@ -201,11 +201,25 @@ def test_cli_ingests_cards_and_refuses_a_bad_one_in_one_line(tmp_path, capsys):
 
     (cards / "八戒.yaml").unlink()
     assert main([*base, str(text), "--cards", str(cards)]) == 0
-    assert "ingested 4 passages from 1 file and 2 cards" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "ingested 4 passages from 1 file and 2 cards" in out
+    assert "removed 0 stale passages; store has 4 passages, 2 cards, " in out  # not 6 passages
     assert main(["--store", str(store), "show", "card:孙悟空"]) == 0
     shown = capsys.readouterr().out
     assert "link: in    card: 孙悟空" in shown
     assert "孙悟空 (character; also 行者、悟空)" in shown
+    (cards / "唐僧.md").unlink()
+    assert main([*base, "--cards", str(cards)]) == 0
+    assert "removed 0 stale passages and 1 stale card; store has 4 passages, 1 card, " in (
+        capsys.readouterr().out
+    )
+    assert main(["--store", str(store), "stats"]) == 0
+    assert "\npassages: 4\ncards: 1\n" in capsys.readouterr().out
+    assert (
+        main(["--store", str(store), "delete", "--id", "card:孙悟空", "--id", "西游记.txt#0"]) == 0
+    )
+    removed = capsys.readouterr().out
+    assert removed == f"removed 1 passage and 1 card from {store}; store has 3 passages, 3 tags\n"
     assert main(["--store", str(store), "--model", "e5", "ingest", "--root", str(tmp_path)]) == 2
     assert "give files or folders to ingest" in capsys.readouterr().err
 
@@ -246,7 +260,7 @@ async def test_ingesting_a_card_folder_keeps_the_cards_of_another_folder(
     await aingest_with_cards(store, [], Path("cards"), linkers=[])
     monkeypatch.chdir(tmp_path / "cards2")
     report = await aingest_with_cards(store, [], Path("."), linkers=[])
-    assert (report.cards, report.removed) == (1, 0)
+    assert (report.cards, report.removed_cards) == (1, 0)
     assert sorted(await store.anode_ids()) == ["card:孙悟空", "card:猪八戒"]
     monkey = await aget_card(store, "card:孙悟空")
     assert monkey.source == "cards/wukong.yaml"
@@ -267,7 +281,7 @@ async def test_a_card_folder_ingested_from_inside_and_from_outside_is_one_folder
     await aingest_with_cards(store, [], Path("."), linkers=[])
     monkeypatch.chdir(tmp_path)
     report = await aingest_with_cards(store, [], Path("cards"), linkers=[])
-    assert (report.cards, report.removed) == (1, 0)
+    assert (report.cards, report.removed_cards) == (1, 0)
     assert (await aget_card(store, "card:孙悟空")).source == "cards/wukong.yaml"
 
 
@@ -281,7 +295,7 @@ async def test_cards_without_a_recorded_file_are_never_removed_as_stale(backend,
     store = GraphStore(KeyedEmbeddings(dimension=8), backend)
     await store.aadd_nodes([card_node(c, card_mentions([c])) for c in (older, agents)])
     report = await ingest(store, tmp_path, [], cards)
-    assert (report.cards, report.removed) == (1, 0)
+    assert (report.cards, report.removed_cards) == (1, 0)
     assert sorted(await store.anode_ids()) == ["card:孙悟空", "card:猪八戒", "card:白骨精"]
     before = await snapshot(store)
     write(cards / "pig.yaml", "name: 猪八戒\nkind: impostor\n")
@@ -293,7 +307,7 @@ async def test_cards_without_a_recorded_file_are_never_removed_as_stale(backend,
     )
     assert await snapshot(store) == before
     (cards / "pig.yaml").rename(cards / "bajie.yaml")
-    assert (await ingest(store, tmp_path, [], cards)).removed == 0
+    assert (await ingest(store, tmp_path, [], cards)).removed_cards == 0
     pig = await aget_card(store, "card:猪八戒")
     assert (pig.kind, pig.file) == ("impostor", str(cards / "bajie.yaml"))
 
@@ -318,7 +332,7 @@ async def test_a_card_of_another_existing_file_is_refused_until_that_file_is_gon
     assert await snapshot(store) == before
     p1.rename(tmp_path / "moved")  # the recorded file is gone: replacing is right
     report = await aingest_with_cards(store, [], p2 / "cards", linkers=[], root=p2)
-    assert report.removed == 0
+    assert report.removed_cards == 0
     monkey = await aget_card(store, "card:孙悟空")
     assert (monkey.kind, monkey.file) == ("impostor", str(p2 / "cards" / "wukong.yaml"))
 
@@ -344,7 +358,7 @@ async def test_stale_cards_are_found_by_their_file_whatever_the_root(
     write(cards / "empty.yaml", "[]\n")
     monkeypatch.chdir(cards)
     report = await aingest_with_cards(store, [], Path("."), linkers=[])
-    assert (report.cards, report.removed) == (3, 3)  # 沙僧, 白骨精, 花果山
+    assert (report.cards, report.removed_cards) == (3, 3)  # 沙僧, 白骨精, 花果山
     stored = {card.name: card for card in await astored_cards(store)}
     assert {name: card.source for name, card in stored.items()} == {
         "唐僧": "monks.yaml",
@@ -353,7 +367,7 @@ async def test_stale_cards_are_found_by_their_file_whatever_the_root(
     }
     assert stored["孙悟空"].file == str(cards / "b.md")
     before = await snapshot(store)
-    assert (await aingest_with_cards(store, [], Path("."), linkers=[])).removed == 0
+    assert (await aingest_with_cards(store, [], Path("."), linkers=[])).removed_cards == 0
     assert await snapshot(store) == before
 
 
@@ -368,7 +382,7 @@ async def test_an_emptied_or_gone_card_folder_loses_its_cards_and_is_refused_whe
     await ingest(store, tmp_path, [text], cards)
     (cards / "唐僧.md").unlink()
     (cards / "孙悟空.md").unlink()
-    assert (await ingest(store, tmp_path, [], cards)).removed == 2
+    assert (await ingest(store, tmp_path, [], cards)).removed_cards == 2
     with pytest.raises(
         InvalidInputError, match=f"^{re.escape(f'no card files (.md, .yaml) in {cards}')}$"
     ):
@@ -380,7 +394,7 @@ async def test_an_emptied_or_gone_card_folder_loses_its_cards_and_is_refused_whe
     (tmp_path / "again" / "唐僧.md").write_text(MONK, encoding="utf-8")
     await ingest(store, tmp_path, [], tmp_path / "again")
     shutil.rmtree(tmp_path / "again")
-    assert (await ingest(store, tmp_path, [], tmp_path / "again")).removed == 1
+    assert (await ingest(store, tmp_path, [], tmp_path / "again")).removed_cards == 1
     assert await astored_cards(store) == []
     assert len(await store.anode_ids()) == 4
 
@@ -449,8 +463,8 @@ async def test_a_card_ingest_leaves_the_cards_another_ingest_stored_from_the_fil
     report = await aingest_with_cards(
         mine, [text], cards, linkers=[], root=tmp_path, max_chars=10, on_batch=meanwhile
     )
-    assert (report.cards, report.removed) == (2, 0)
+    assert (report.cards, report.removed_cards) == (2, 0)
     assert {card.name for card in await astored_cards(mine)} == {"Ann", "Bob", "Cy"}
     people.write_text("- name: Ann\n")  # a file read and left alone still loses its cards
-    assert (await ingest(mine, tmp_path, [], cards)).removed == 2
+    assert (await ingest(mine, tmp_path, [], cards)).removed_cards == 2
     assert {card.name for card in await astored_cards(mine)} == {"Ann"}

@@ -687,7 +687,7 @@ def test_case14_a_card_folder_ingest_names_the_entries_it_skips(models, tmp_path
         "a pipe, a folder it may not read): cards/bajie.md\n"
     )
     assert "and 1 card" in out
-    assert "removed 1 stale passage" in out
+    assert "removed 0 stale passages and 1 stale card" in out
 
 
 @pytest.mark.parametrize(
