@@ -608,7 +608,7 @@ def _passages_and_cards(passages: int, cards: int, adjective: str = "") -> str:
 
 
 async def _held(store: GraphStore, stats: StoreStats) -> str:
-    """"3 passages", or with cards "3 passages, 1 card": what the store holds."""
+    """ "3 passages", or with cards "3 passages, 1 card": what the store holds."""
     cards = len(await acard_ids(store))
     held = _count(stats.nodes - cards, "passage")
     return f"{held}, {_count(cards, 'card')}" if cards else held
