@@ -602,13 +602,13 @@ def _count(number: int, noun: str) -> str:
 
 
 def _passages_and_cards(passages: int, cards: int, adjective: str = "") -> str:
-    """ "3 passages", or with cards "3 passages and 1 card" (a card is no passage)."""
+    """A count of passages, with cards counted apart: `3 passages and 1 card`."""
     counted = _count(passages, f"{adjective}passage")
     return f"{counted} and {_count(cards, f'{adjective}card')}" if cards else counted
 
 
 async def _held(store: GraphStore, stats: StoreStats) -> str:
-    """ "3 passages", or with cards "3 passages, 1 card": what the store holds."""
+    """What the store holds: `3 passages`, or with cards `3 passages, 1 card`."""
     cards = len(await acard_ids(store))
     held = _count(stats.nodes - cards, "passage")
     return f"{held}, {_count(cards, 'card')}" if cards else held
