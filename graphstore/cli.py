@@ -13,8 +13,10 @@ import asyncio
 import io
 import json
 import os
+import signal
 import sys
 import textwrap
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -404,7 +406,18 @@ def _print_hit(rank: int, hit: Hit) -> None:
     print(textwrap.indent(textwrap.shorten(hit.node.text, 240, placeholder=" …"), "    "))
 
 
+def _stop_on_terminate() -> None:
+    """On SIGTERM (`kill`), stop as Ctrl-C stops: the command is cancelled at its next
+    await, so it cleans up as after any failure (a new store file nothing was written to is
+    removed) and ends with one line, not with the file left behind."""
+    if threading.current_thread() is threading.main_thread():
+        task = asyncio.current_task()
+        if task is not None:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+
+
 async def _run(args: argparse.Namespace) -> int:
+    _stop_on_terminate()
     location = store_location(args.store)
     creating = args.command in ("ingest", "mcp")  # the commands that write
     linkers: list[PassageLinker] = []
@@ -654,6 +667,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("graphstore: interrupted", file=sys.stderr)
         return 130
+    except asyncio.CancelledError:  # SIGTERM (`_stop_on_terminate`)
+        print("graphstore: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
 
 
 if __name__ == "__main__":

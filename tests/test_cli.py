@@ -6,8 +6,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -110,6 +112,28 @@ def test_an_id_with_a_newline_is_printed_on_one_line(tmp_path, capsys):
         "metadata: {}",
         'link: bidir kw: "t\\tea"',
     ]
+
+
+@pytest.mark.parametrize(
+    ("stop", "status", "line"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+)
+def test_an_ingest_stopped_before_its_first_write_leaves_no_store_and_one_line(
+    tmp_path, stop, status, line
+):
+    """A `kill` (SIGTERM) ended the process at once: the new store file it had created,
+    empty, was left behind, where Ctrl-C removed it.  Both now stop the same way."""
+    text = tmp_path / "long.txt"
+    text.write_text("".join(f"Paragraph {i} about rivers and tea.\n\n" for i in range(400)))
+    store = tmp_path / "s.db"
+    command = [sys.executable, "-m", "graphstore.cli", "--store", str(store), "ingest", str(text)]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    while not store.exists() and process.poll() is None:  # its first batch takes seconds
+        time.sleep(0.005)
+    process.send_signal(stop)
+    _, err = process.communicate(timeout=60)
+    assert (process.returncode, err) == (status, f"graphstore: {line}\n")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["long.txt"]
 
 
 def test_an_ingest_prints_nothing_on_stderr_but_errors(tmp_path):
