@@ -40,6 +40,9 @@ def test_stopped_node_fails_the_ingest_and_a_rerun_completes_it_exactly_once(tmp
         with pytest.raises(StorageError) as error:
             GraphStore(HookedEmbeddings({4: node.stop}), storage, batch_size=20).add_nodes(PASSAGES)
         assert "\n" not in str(error.value)
+        with pytest.raises(StorageError, match=r"^Cassandra request failed: ") as stats_error:
+            run_sync(storage.stats())  # statements it never prepared: no node to prepare them
+        assert "refused" not in str(stats_error.value)
         run_sync(storage.close())
 
         node.start()

@@ -23,7 +23,7 @@ from cassandra import (
     WriteFailure,
     WriteTimeout,
 )
-from cassandra.cluster import EXEC_PROFILE_DEFAULT
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, NoHostAvailable
 from cassandra.policies import RetryPolicy
 from cassandra.query import BatchStatement, BatchType, tuple_factory
 
@@ -261,7 +261,9 @@ class Requests:
         try:
             return await asyncio.to_thread(self.prepare, query)
         except Exception as error:
-            raise StorageError(f"Cassandra refused a statement: {one_line(error)}") from error
+            unreached = isinstance(error, (NoHostAvailable, OperationTimedOut))
+            what = "request failed" if unreached else "refused a statement"
+            raise StorageError(f"Cassandra {what}: {one_line(error)}") from error
 
     def batch(self) -> BatchStatement:
         """An empty logged batch at the write level (idempotent: its rows carry timestamps)."""
