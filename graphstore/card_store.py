@@ -171,7 +171,8 @@ async def awrite_cards(store: GraphStore, plan: CardPlan) -> int:
     return how many were removed."""
     mentions = plan.mentions()
     if plan.cards and mentions is not None:
-        await store.aadd_nodes([card_node(card, mentions) for card in plan.cards])
+        cards = [card_node(card, mentions) for card in plan.cards]
+        await store.aadd_nodes(cards, reuse_embeddings=True)
     return await store.adelete(list(plan.stale)) if plan.stale else 0
 
 

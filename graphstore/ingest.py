@@ -320,7 +320,9 @@ async def ingest(
     With a `tag_filter` (dense-tag control), every passage is linked first so tag
     frequencies are known, and tags above its threshold are dropped before writing; only the
     link sets are kept in memory meanwhile.  `on_plan` hears the number of passages before
-    anything is written, `on_batch` the size of each batch once it is stored.  Sources are
+    anything is written, `on_batch` the size of each batch once it is stored.  A passage
+    stored before with the same text keeps its embedding (`reuse_embeddings`): ingesting a
+    folder again embeds only what changed.  Sources are
     named relative to `root` (default: the current directory); a passage id already stored
     from another file that still exists is refused before anything is written
     (`check_ids_free`).
@@ -354,7 +356,7 @@ async def ingest(
         else:
             links = filtered[total : total + len(batch)]
             nodes = [to_node(passage, found) for passage, found in zip(batch, links, strict=True)]
-        written.update(await store.aadd_nodes(nodes))
+        written.update(await store.aadd_nodes(nodes, reuse_embeddings=True))
         total += len(batch)
         if on_batch:
             on_batch(len(batch))

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from graphstore.errors import InvalidInputError
+from graphstore.errors import InvalidInputError, StorageError
 from graphstore.filters import EVERYTHING, parse_filter
 from graphstore.links import as_links
 from graphstore.metadata import Filter, check_metadata
@@ -162,13 +162,21 @@ class GraphStore:
     # -- writing -------------------------------------------------------------------------
 
     async def aadd_nodes(
-        self, nodes: Iterable[Node], *, vectors: VectorsLike | None = None
+        self,
+        nodes: Iterable[Node],
+        *,
+        vectors: VectorsLike | None = None,
+        reuse_embeddings: bool = False,
     ) -> list[str]:
         """Embed (unless `vectors` are given) and upsert nodes; return their ids.
 
         The whole input is validated before anything is written.  Writes go in batches of
         `batch_size`; each node is written completely or not at all, so a failure part-way
-        leaves earlier batches stored and re-running the same input is idempotent.
+        leaves earlier batches stored and re-running the same input is idempotent.  With
+        `reuse_embeddings`, a node stored under its id with the same text keeps its stored
+        embedding instead of being embedded again: what an ingest does, since the store's
+        model made that embedding from that text (a node stored with a vector of its own
+        would keep it, so this is not the default).
         """
         checked = [check_node(node) for node in nodes]
         ids = [node.id for node in checked]
@@ -190,8 +198,13 @@ class GraphStore:
                 embedded = given[start : start + self.batch_size]
             else:
                 model = await self._checked_model(writing=False)
-                raw = await model.aembed_documents([node.text for node in batch])
-                embedded = [self._unit(v, dimension) for v in raw]
+                kept = await self._stored_embeddings(batch) if reuse_embeddings else {}
+                missing = [node.text for node in batch if node.id not in kept]
+                raw = iter(await model.aembed_documents(missing) if missing else ())
+                embedded = [
+                    kept[node.id] if node.id in kept else self._unit(next(raw), dimension)
+                    for node in batch
+                ]
                 await self._checked_model(writing=True)  # a model that fails is not recorded
             dimension = embedded[0].size
             await self.storage.upsert(
@@ -199,9 +212,27 @@ class GraphStore:
             )
         return ids
 
-    def add_nodes(self, nodes: Iterable[Node], *, vectors: VectorsLike | None = None) -> list[str]:
+    def add_nodes(
+        self,
+        nodes: Iterable[Node],
+        *,
+        vectors: VectorsLike | None = None,
+        reuse_embeddings: bool = False,
+    ) -> list[str]:
         """Sync twin of `aadd_nodes`."""
-        return run_sync(self.aadd_nodes(nodes, vectors=vectors))
+        return run_sync(self.aadd_nodes(nodes, vectors=vectors, reuse_embeddings=reuse_embeddings))
+
+    async def _stored_embeddings(self, nodes: Sequence[Node]) -> dict[str, Vector]:
+        """The stored embeddings of those of `nodes` stored under their id with their text;
+        none when the rows cannot be read (a corrupt row, which this write repairs)."""
+        texts = {node.id: node.text for node in nodes}
+        try:
+            stored = await self.storage.get(list(texts))
+        except StorageError:
+            return {}
+        return {
+            item.node.id: item.embedding for item in stored if item.node.text == texts[item.node.id]
+        }
 
     async def adelete(self, ids: Sequence[str]) -> int:
         """Delete nodes and their tag rows; return how many existed."""

@@ -462,3 +462,49 @@ async def test_an_ingest_leaves_what_another_ingest_stored_from_the_files_newer_
     await ingest(mine, [tmp_path / "W"], linkers=[], root=tmp_path, max_chars=30)
     doc.write_text("Part 0 on volcanoes.\n")  # and a file that shrank, left alone, still does
     assert (await ingest(mine, [doc], linkers=[], root=tmp_path, max_chars=30)).removed == 5
+
+
+class CountingEmbeddings(KeyedEmbeddings):
+    """`KeyedEmbeddings` that note every text they embed."""
+
+    def __init__(self, model_id: str = "keyed") -> None:
+        super().__init__()
+        self.model_id = model_id
+        self.embedded: list[str] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.embedded.extend(texts)
+        return super().embed_documents(texts)
+
+
+class OtherCountingEmbeddings(CountingEmbeddings):
+    """Another model: other vectors for the same texts."""
+
+    def _embed(self, text: str) -> list[float]:
+        return super()._embed(f"other model: {text}")
+
+
+async def test_an_ingest_again_embeds_only_the_passages_whose_text_changed(backend, tmp_path):
+    """Every ingest embedded every passage again, so re-ingesting a novel's folder after
+    editing one chapter took as long as the first ingest."""
+    write(tmp_path / "W" / "a.md", "Alpha on tea.\n\nBeta on rivers.\n")
+    doc = write(tmp_path / "W" / "b.md", "Gamma on salt.\n")
+    model = CountingEmbeddings()
+    store = GraphStore(model, backend)
+    await ingest(store, [tmp_path / "W"], linkers=[], root=tmp_path, max_chars=20)
+    assert sorted(model.embedded) == ["Alpha on tea.", "Beta on rivers.", "Gamma on salt."]
+    first = {item.node.id: item.embedding for item in await store.aget_stored(["W/a.md#0"])}
+    model.embedded.clear()
+    await ingest(store, [tmp_path / "W"], linkers=[], root=tmp_path, max_chars=20)
+    assert model.embedded == []
+    doc.write_text("Gamma on sea salt.\n")
+    report = await ingest(store, [tmp_path / "W"], linkers=[], root=tmp_path, max_chars=20)
+    assert (report.passages, model.embedded) == (3, ["Gamma on sea salt."])
+    [again] = await store.aget_stored(["W/a.md#0"])
+    assert again.embedding.tolist() == first["W/a.md#0"].tolist()
+    [changed] = await store.asimilarity_search("Gamma on sea salt.", k=1)
+    assert (changed.node.id, round(changed.similarity, 5)) == ("W/b.md#0", 1.0)
+
+    other = GraphStore(OtherCountingEmbeddings("other"), backend)  # nothing to embed: refused
+    with pytest.raises(InvalidInputError, match="embedded with keyed, not other"):
+        await ingest(other, [tmp_path / "W"], linkers=[], root=tmp_path, max_chars=20)
