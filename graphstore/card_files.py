@@ -98,7 +98,7 @@ class CardFolder(NamedTuple):
     (`[]`) too: a card ingest removes the cards such a file no longer declares."""
     versions: dict[Path, FileVersion | None]
     """Each file's version (`file_version`) taken before it was read: a card ingest removes
-    only the stale cards of files still as read (`CardPlan.still_stale`)."""
+    only the stale cards of files still as read (`CardPlan.as_read`)."""
 
 
 def card_files(folder: Path, store_files: Collection[str] = ()) -> FolderFiles:

@@ -12,7 +12,7 @@ passages; a card passage links out to the other cards it names.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,6 @@ from graphstore.ingest import (
     text_linker,
     unchanged_since,
 )
-from graphstore.nodes import Node
 from graphstore.recorded_files import (
     file_scopes,
     is_gone,
@@ -53,22 +52,22 @@ MAX_SCENE_CARDS = MAX_K
 """Cards a prompt considers: the ones nearest to the scene, when a world has more."""
 
 
-async def _card_nodes(store: GraphStore, ids: Iterable[str] | None = None) -> list[Node]:
-    """The cards among `ids`, or every card in the store (a scan of the ids) when None."""
-    among = await store.anode_ids() if ids is None else ids
-    wanted = sorted(node_id for node_id in among if node_id.startswith(f"{CARD}:"))
-    return [node for node in await store.aget(wanted) if is_card(node)] if wanted else []
-
-
 async def astored_cards(store: GraphStore) -> list[Card]:
     """Every card in the store (a scan of the ids: for ingests, not for queries)."""
-    return [card_from_node(node) for node in await _card_nodes(store)]
+    ids = [node_id for node_id in await store.anode_ids() if node_id.startswith(f"{CARD}:")]
+    nodes = await store.aget(sorted(ids))
+    return [card_from_node(node) for node in nodes if is_card(node)]
 
 
-async def acard_ids(store: GraphStore, ids: Iterable[str] | None = None) -> set[str]:
-    """The ids of the cards among `ids`, or of every card in the store when None (a scan of
-    the ids): cards are counted apart from passages."""
-    return {node.id for node in await _card_nodes(store, ids)}
+async def acard_ids(store: GraphStore) -> set[str]:
+    """The ids of every card in the store (a scan of the metadata, where a row that cannot
+    be read is no card): cards are counted apart from passages."""
+    kinds = await store.ametadata_values("kind")
+    return {
+        node_id
+        for node_id, kind in kinds.items()
+        if kind == CARD and node_id.startswith(f"{CARD}:")
+    }
 
 
 async def anearest_cards(store: GraphStore, query: Query) -> list[Card]:
@@ -99,17 +98,18 @@ class CardPlan:
         """The mention extractor over every known card's names."""
         return card_mentions(self.known)
 
-    def still_stale(self, unchanged: Collection[str]) -> CardPlan:
-        """This plan without the stale cards of files written again since they were read
-        (not in `unchanged`, `ingest.unchanged_since`) that still exist: another ingest may
-        have stored those cards from the file's new text, and the next ingest of the file
-        removes what is stale then."""
-        kept = {
+    def as_read(self, unchanged: Collection[str]) -> CardPlan:
+        """This plan without the cards of files written again since they were read (not in
+        `unchanged`, `ingest.unchanged_since`): it neither writes the cards it read from such
+        a file nor removes the stale cards of one that still exists.  Another ingest may have
+        stored the file's new cards; the next ingest of the file brings the store up to it."""
+        cards = [card for card in self.cards if not card.file or card.file in unchanged]
+        stale = {
             card_id: file
             for card_id, file in self.stale.items()
             if file in unchanged or is_gone(file)
         }
-        return replace(self, stale=kept)
+        return replace(self, cards=cards, stale=stale)
 
 
 def _replaceable(stored: Card, card: Card, read: Collection[str]) -> bool:
@@ -191,10 +191,10 @@ async def aingest_with_cards(
     mentions of every card the store will hold.  Cards are written last, so a bad card or
     a bad file leaves the store as it was; the cards recorded from files within the folder
     that are gone, or that no longer declare them, are removed (all of them when the folder
-    is gone or holds no card file: refused only when no card was stored from it; none of a
-    file written again since it was read, `CardPlan.still_stale`).  Card
-    sources are named as files are, relative to `root`; each card records its file's
-    absolute path.
+    is gone or holds no card file: refused only when no card was stored from it).  A card
+    file written again since it was read is left as the store has it, neither its cards
+    written nor its stale ones removed (`CardPlan.as_read`).  Card sources are named as
+    files are, relative to `root`; each card records its file's absolute path.
     """
     if not paths and cards_folder is None:
         raise InvalidInputError("give files or folders to ingest, or a folder of cards")
@@ -215,9 +215,10 @@ async def aingest_with_cards(
     report = IngestReport(files=0, passages=0)
     if paths:
         report = await ingest(store, paths, linkers=linked, root=root, **options)
-    removed = await awrite_cards(store, plan.still_stale(unchanged_since(folder.versions)))
+    plan = plan.as_read(unchanged_since(folder.versions))
+    removed = await awrite_cards(store, plan)
     skipped = sorted({*report.skipped, *folder.skipped})
-    return replace(report, cards=len(cards), removed_cards=removed, skipped=skipped)
+    return replace(report, cards=len(plan.cards), removed_cards=removed, skipped=skipped)
 
 
 def _nothing_in(cards_folder: Path) -> str:

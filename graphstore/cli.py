@@ -407,17 +407,29 @@ def _print_hit(rank: int, hit: Hit) -> None:
 
 
 def _stop_on_terminate() -> None:
-    """On SIGTERM (`kill`), stop as Ctrl-C stops: the command is cancelled at its next
-    await, so it cleans up as after any failure (a new store file nothing was written to is
-    removed) and ends with one line, not with the file left behind."""
-    if threading.current_thread() is threading.main_thread():
-        task = asyncio.current_task()
-        if task is not None:
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    """On SIGTERM (`kill`), stop an ingest or a delete as Ctrl-C stops it: cancelled at its
+    next await, it cleans up as after any failure (a new store file nothing was written to
+    is removed) and ends with one line, not with the file left behind.  A second SIGTERM
+    kills at once, as before.  Only where SIGTERM has its default action (a program calling
+    `main` keeps its own handler) and in the main thread (where signals arrive)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return
+    task, loop = asyncio.current_task(), asyncio.get_running_loop()
+    if task is None:
+        return
+
+    def stop() -> None:
+        loop.remove_signal_handler(signal.SIGTERM)
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, stop)
 
 
 async def _run(args: argparse.Namespace) -> int:
-    _stop_on_terminate()
+    if args.command in ("ingest", "delete"):  # a server or a search has nothing to clean up
+        _stop_on_terminate()
     location = store_location(args.store)
     creating = args.command in ("ingest", "mcp")  # the commands that write
     linkers: list[PassageLinker] = []
@@ -552,7 +564,7 @@ async def _delete(args: argparse.Namespace, store: GraphStore, shown: str) -> No
     ids = set(ingested_from(await recorded_files(store), args.paths) if args.paths else ())
     for node_id in args.ids:
         ids.add((await _stored_node(store, node_id, shown)).id)
-    cards = len(await acard_ids(store, ids))
+    cards = len(ids & await acard_ids(store))
     removed = await store.adelete(sorted(ids))
     stats = await store.astats()
     print(

@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -441,8 +442,9 @@ async def test_a_card_ingest_leaves_the_cards_another_ingest_stored_from_the_fil
 ):
     """A card ingest removed, at its end, the cards its own read of a file did not declare,
     though the file declared them again since and another process had stored them from it:
-    the store lost a card until the next ingest of the file."""
-    three = "- name: Ann\n- name: Bob\n- name: Cy\n"
+    the store lost a card until the next ingest of the file (and wrote back the cards it had
+    read over the ones the other process stored from the new text)."""
+    three = "- name: Ann\n  aliases: [Annie]\n- name: Bob\n- name: Cy\n"
     cards = tmp_path / "cards"
     people = cards / "people.yaml"
     people.parent.mkdir()
@@ -463,8 +465,30 @@ async def test_a_card_ingest_leaves_the_cards_another_ingest_stored_from_the_fil
     report = await aingest_with_cards(
         mine, [text], cards, linkers=[], root=tmp_path, max_chars=10, on_batch=meanwhile
     )
-    assert (report.cards, report.removed_cards) == (2, 0)
-    assert {card.name for card in await astored_cards(mine)} == {"Ann", "Bob", "Cy"}
+    assert (report.cards, report.removed_cards) == (0, 0)
+    stored = {card.name: card for card in await astored_cards(mine)}
+    assert set(stored) == {"Ann", "Bob", "Cy"}
+    assert stored["Ann"].aliases == ("Annie",)
     people.write_text("- name: Ann\n")  # a file read and left alone still loses its cards
     assert (await ingest(mine, tmp_path, [], cards)).removed_cards == 2
     assert {card.name for card in await astored_cards(mine)} == {"Ann"}
+
+
+def test_a_corrupt_card_row_does_not_stop_stats_or_a_delete(tmp_path, capsys):
+    """Counting cards apart read every card row, so one changed outside graphstore made
+    `stats` and the summary of a delete fail instead of counting it as corrupt."""
+    from graphstore.cli import main
+
+    cards, text = world(tmp_path)
+    path = tmp_path / "s.db"
+    store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(path))
+    run_sync(ingest(store, tmp_path, [text], cards))
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE nodes SET metadata = '{bad' WHERE id = 'card:唐僧'")
+    assert main(["--store", str(path), "stats"]) == 0
+    out = capsys.readouterr().out
+    assert "\npassages: 4\ncards: 1\n" in out
+    assert "corrupt rows: 1" in out
+    assert main(["--store", str(path), "delete", "--id", "西游记.txt#0"]) == 0
+    assert "removed 1 passage from" in capsys.readouterr().out

@@ -136,6 +136,27 @@ def test_an_ingest_stopped_before_its_first_write_leaves_no_store_and_one_line(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["long.txt"]
 
 
+def test_a_program_calling_main_keeps_its_own_sigterm_handler(tmp_path, capsys):
+    """`asyncio.run` sets SIGTERM back to its default action when it closes its loop, so
+    handling SIGTERM in `main` removed the handler of a program that calls it."""
+    doc = tmp_path / "a.txt"
+    doc.write_text("A passage about tea.\n")
+    ingest = ["--store", str(tmp_path / "s.db"), "ingest", str(doc), "--links", "none"]
+
+    def mine(_signal: int, _frame: object) -> None:
+        """A program's own handler."""
+
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        assert main(ingest) == 0
+        assert signal.getsignal(signal.SIGTERM) is mine
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        assert main(ingest) == 0
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def test_an_ingest_prints_nothing_on_stderr_but_errors(tmp_path):
     (tmp_path / "a.md").write_text("# 花果山\n\n孙悟空住在花果山的水帘洞里。\n", encoding="utf-8")
     ingest = [sys.executable, "-m", "graphstore.cli", "--store", str(tmp_path / "s.db"), "ingest"]

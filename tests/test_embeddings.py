@@ -69,6 +69,26 @@ async def test_the_langchain_face_of_a_model_is_an_embeddings_with_its_vectors_a
     assert isinstance(load_embeddings("minilm"), Embeddings)
 
 
+def test_the_names_graphstore_embeddings_held_still_import_as_langchain_embeddings():
+    from graphstore import embeddings, models
+
+    for name in (
+        "model_id",
+        "minilm_dir",
+        "load_recorded",
+        "offline_quietly",
+        "quiet_transformers",
+    ):
+        assert getattr(embeddings, name) is getattr(models, name)
+    bert = embeddings.BertEmbeddings(models.minilm_dir(), model_id="minilm")
+    assert isinstance(bert, Embeddings)
+    assert model_id(bert) == "minilm"
+    assert bert.embed_query("tea") == load_model("minilm").embed_query("tea")
+    assert model_id(embeddings.E5Embeddings()) == "e5"
+    folder = models.minilm_dir()
+    assert model_id(embeddings.SentenceTransformerEmbeddings(folder)) == str(folder.resolve())
+
+
 class OtherModel(KeyedEmbeddings):
     """Vectors of the same size from another model."""
 
