@@ -568,7 +568,7 @@ async def _delete(args: argparse.Namespace, store: GraphStore, shown: str) -> No
     removed = await store.adelete(sorted(ids))
     stats = await store.astats()
     print(
-        f"removed {_passages_and_cards(removed - cards, cards)} from {shown}; store has "
+        f"removed {_passages_and_cards(max(removed - cards, 0), cards)} from {shown}; store has "
         f"{await _held(store, stats)}, {_count(stats.tags, 'tag')}"
     )
 
