@@ -322,10 +322,9 @@ async def ingest(
     link sets are kept in memory meanwhile.  `on_plan` hears the number of passages before
     anything is written, `on_batch` the size of each batch once it is stored.  A passage
     stored before with the same text keeps its embedding (`reuse_embeddings`): ingesting a
-    folder again embeds only what changed.  Sources are
-    named relative to `root` (default: the current directory); a passage id already stored
-    from another file that still exists is refused before anything is written
-    (`check_ids_free`).
+    folder again embeds only what changed.  Sources are named relative to `root` (default:
+    the current directory); a passage id already stored from another file that still exists
+    is refused before anything is written (`check_ids_free`).
     """
     found = discover(paths, root, store.storage.local_files)
     stored = await stored_files(store)
