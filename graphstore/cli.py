@@ -564,12 +564,13 @@ async def _delete(args: argparse.Namespace, store: GraphStore, shown: str) -> No
     ids = set(ingested_from(await recorded_files(store), args.paths) if args.paths else ())
     for node_id in args.ids:
         ids.add((await _stored_node(store, node_id, shown)).id)
-    cards = len(ids & await acard_ids(store))
+    every_card = await acard_ids(store)
+    cards = len(ids & every_card)
     removed = await store.adelete(sorted(ids))
     stats = await store.astats()
     print(
         f"removed {_passages_and_cards(max(removed - cards, 0), cards)} from {shown}; store has "
-        f"{await _held(store, stats)}, {_count(stats.tags, 'tag')}"
+        f"{_held(stats, len(every_card - ids))}, {_count(stats.tags, 'tag')}"
     )
 
 
@@ -599,7 +600,7 @@ async def _ingest(
         f"ingested {_count(report.passages, 'passage')} from {_count(report.files, 'file')} "
         f"and {_count(report.cards, 'card')} into {shown}; "
         f"removed {_passages_and_cards(report.removed, report.removed_cards, 'stale ')}; "
-        f"store has {await _held(store, stats)}, {_count(stats.tags, 'tag')}, "
+        f"store has {_held(stats, len(await acard_ids(store)))}, {_count(stats.tags, 'tag')}, "
         f"{_count(stats.tag_rows, 'tag row')}"
     )
 
@@ -632,9 +633,8 @@ def _passages_and_cards(passages: int, cards: int, adjective: str = "") -> str:
     return f"{counted} and {_count(cards, f'{adjective}card')}" if cards else counted
 
 
-async def _held(store: GraphStore, stats: StoreStats) -> str:
+def _held(stats: StoreStats, cards: int) -> str:
     """What the store holds: `3 passages`, or with cards `3 passages, 1 card`."""
-    cards = len(await acard_ids(store))
     held = _count(stats.nodes - cards, "passage")
     return f"{held}, {_count(cards, 'card')}" if cards else held
 
