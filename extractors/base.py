@@ -24,3 +24,10 @@ class LinkExtractor(ABC, Generic[InputT]):
     def extract_many(self, inputs: Iterable[InputT]) -> Iterable[set[Link]]:
         """The links of each input, in order."""
         return [self.extract_one(item) for item in inputs]
+
+    def setting(self) -> str | None:
+        """Everything besides the input that decides this extractor's links, as one string,
+        for an extractor worth not running twice on the same text (a model's): an ingest
+        reuses the links it found for a text under the same setting (`graphstore.link_cache`).
+        None, the default: always run."""
+        return None

@@ -16,8 +16,10 @@ use the multilingual model (`MULTILINGUAL_MODEL`) with `words_splitter="jieba"`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from extractors.jieba_quiet import quiet_jieba
 from extractors.normalize import normalize_tag
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
-from graphstore.models import quiet_transformers
+from graphstore.models import model_fingerprint, quiet_transformers
 from graphstore.optional import optional_import
 
 DEFAULT_MODEL = "urchade/gliner_mediumv2.1"
@@ -102,6 +104,16 @@ class GlinerLinkExtractor(LinkExtractor[str]):
         self.batch_words = batch_words
         self.words_splitter = words_splitter
         self._model: Any = None
+
+    def setting(self) -> str | None:
+        """The model folder's fingerprint and every option that changes what is found; None
+        for a hub name, a loaded model or a splitter callable (nothing tells them apart)."""
+        model = model_fingerprint(self.model)
+        splitter = self.words_splitter
+        if model is None or not isinstance(splitter, (str, type(None))):
+            return None
+        options = (self.labels, self.kind_prefix, self.direction, self.threshold, splitter)
+        return json.dumps(["gliner", version("gliner"), model, options, self.batch_words])
 
     def _loaded(self) -> Any:
         if self._model is None:

