@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from graphstore.cards import (
     check_names,
     is_card,
 )
-from graphstore.errors import InvalidInputError
+from graphstore.errors import CorruptRowError, InvalidInputError
 from graphstore.ingest import (
     IngestReport,
     PassageLinker,
@@ -38,6 +39,7 @@ from graphstore.ingest import (
     text_linker,
     unchanged_since,
 )
+from graphstore.nodes import Node
 from graphstore.recorded_files import (
     file_scopes,
     is_gone,
@@ -53,21 +55,31 @@ MAX_SCENE_CARDS = MAX_K
 
 
 async def astored_cards(store: GraphStore) -> list[Card]:
-    """Every card in the store (a scan of the ids: for ingests, not for queries)."""
+    """Every card in the store that can be read (a scan of the ids: for ingests, not for
+    queries).  A card row changed outside graphstore is left out, so that it stops no
+    ingest: an ingest of its card file writes it again, `check` lists it, `delete --id`
+    removes it."""
     ids = [node_id for node_id in await store.anode_ids() if node_id.startswith(f"{CARD}:")]
-    nodes = await store.aget(sorted(ids))
-    return [card_from_node(node) for node in nodes if is_card(node)]
+    return [card_from_node(node) for node in await _readable(store, sorted(ids)) if is_card(node)]
+
+
+async def _readable(store: GraphStore, ids: list[str]) -> list[Node]:
+    """The stored nodes of `ids` but those whose rows cannot be read (`CorruptRowError`)."""
+    try:
+        return await store.aget(ids)
+    except CorruptRowError:
+        nodes: list[Node] = []
+        for node_id in ids:
+            with suppress(CorruptRowError):
+                nodes.extend(await store.aget([node_id]))
+        return nodes
 
 
 async def acard_ids(store: GraphStore) -> set[str]:
-    """The ids of every card in the store (a scan of the metadata, where a row that cannot
-    be read is no card): cards are counted apart from passages."""
-    kinds = await store.ametadata_values("kind")
-    return {
-        node_id
-        for node_id, kind in kinds.items()
-        if kind == CARD and node_id.startswith(f"{CARD}:")
-    }
+    """The ids of the cards in the store whose rows can be read: cards are counted apart
+    from passages, which `StoreStats.nodes` counts with them, and a row that cannot be read
+    is in neither count but in `StoreStats.corrupt_rows`."""
+    return {card.id for card in await astored_cards(store)}
 
 
 async def anearest_cards(store: GraphStore, query: Query) -> list[Card]:
@@ -214,7 +226,10 @@ async def aingest_with_cards(
     linked = [*linkers, text_linker(mentions)] if mentions is not None else list(linkers)
     report = IngestReport(files=0, passages=0)
     if paths:
-        report = await ingest(store, paths, linkers=linked, root=root, **options)
+        card_files = [str(path) for path in folder.versions]
+        report = await ingest(
+            store, paths, linkers=linked, root=root, card_files=card_files, **options
+        )
     plan = plan.as_read(unchanged_since(folder.versions))
     removed = await awrite_cards(store, plan)
     skipped = sorted({*report.skipped, *folder.skipped})

@@ -26,7 +26,13 @@ from extractors.frequency import TagFrequencyFilter, check_share
 from graphstore.card_store import acard_ids, aingest_with_cards
 from graphstore.cards import CARD, card_id
 from graphstore.chapters import as_of_filter
-from graphstore.errors import GraphStoreError, InvalidArgumentError, InvalidInputError, one_line
+from graphstore.errors import (
+    CorruptRowError,
+    GraphStoreError,
+    InvalidArgumentError,
+    InvalidInputError,
+    one_line,
+)
 from graphstore.filter_expressions import filter_of
 from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, text_linker
 from graphstore.inline import escaped, inline
@@ -486,7 +492,7 @@ async def _command(
         )
         print(context.text)
         print(
-            f"\n({len(context.cards)} cards, {len(context.hits)} passages, "
+            f"\n({_count(len(context.cards), 'card')}, {_count(len(context.hits), 'passage')}, "
             f"{context.tokens} of {context.budget} tokens)",
             file=sys.stderr,
         )
@@ -502,7 +508,7 @@ async def _command(
     elif args.command == "stats":
         stats = await store.astats(args.top)
         cards = len(await acard_ids(store))
-        print(f"store: {shown}\npassages: {stats.nodes - cards}\ncards: {cards}")
+        print(f"store: {shown}\npassages: {_passages(stats, cards)}\ncards: {cards}")
         print(f"tags: {stats.tags}")
         print(f"tag rows: {stats.tag_rows}\nembedding dimension: {stats.dimension or 'none yet'}")
         print(f"embedding model: {await store.storage.recorded_model() or 'not recorded'}")
@@ -532,13 +538,26 @@ async def _command(
     return 0
 
 
+async def _stored_id(store: GraphStore, node_id: str, shown: str) -> str:
+    """The id of the stored node `node_id` names, or a one-line error; `card:Hero` names the
+    card stored as `card:hero`.  A row that cannot be read is still there: `delete --id`
+    removes it."""
+    names = [node_id]
+    if node_id.startswith(f"{CARD}:"):
+        names.append(card_id(node_id.removeprefix(f"{CARD}:")))
+    for name in names:
+        try:
+            if await store.aget([name]):
+                return name
+        except CorruptRowError:
+            return name
+    raise InvalidInputError(f"no passage with id {node_id!r} in {shown}")
+
+
 async def _stored_node(store: GraphStore, node_id: str, shown: str) -> Node:
-    """The stored node with this id, or a one-line error; `card:Hero` finds the card stored
-    as `card:hero`."""
-    nodes = await store.aget([node_id])
-    if not nodes and node_id.startswith(f"{CARD}:"):
-        nodes = await store.aget([card_id(node_id.removeprefix(f"{CARD}:"))])
-    if not nodes:
+    """The stored node `node_id` names (`_stored_id`), or a one-line error."""
+    nodes = await store.aget([await _stored_id(store, node_id, shown)])
+    if not nodes:  # removed since
         raise InvalidInputError(f"no passage with id {node_id!r} in {shown}")
     return nodes[0]
 
@@ -566,7 +585,7 @@ async def _delete(args: argparse.Namespace, store: GraphStore, shown: str) -> No
         raise InvalidInputError("an --id is empty: give a passage or card id")
     ids = set(ingested_from(await recorded_files(store), args.paths) if args.paths else ())
     for node_id in args.ids:
-        ids.add((await _stored_node(store, node_id, shown)).id)
+        ids.add(await _stored_id(store, node_id, shown))
     every_card = await acard_ids(store)
     cards = len(ids & every_card)
     removed = await store.adelete(sorted(ids))
@@ -636,9 +655,15 @@ def _passages_and_cards(passages: int, cards: int, adjective: str = "") -> str:
     return f"{counted} and {_count(cards, f'{adjective}card')}" if cards else counted
 
 
+def _passages(stats: StoreStats, cards: int) -> int:
+    """How many of the store's readable rows are passages: all but its readable `cards`
+    (`acard_ids`; never below 0 when another process removed some in between)."""
+    return max(stats.nodes - cards, 0)
+
+
 def _held(stats: StoreStats, cards: int) -> str:
     """What the store holds: `3 passages`, or with cards `3 passages, 1 card`."""
-    held = _count(stats.nodes - cards, "passage")
+    held = _count(_passages(stats, cards), "passage")
     return f"{held}, {_count(cards, 'card')}" if cards else held
 
 

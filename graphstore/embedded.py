@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
+from graphstore.errors import CorruptRowError, InvalidInputError, StorageError, StoreOpenError
 from graphstore.filter_index import FilterIndex, Mask
 from graphstore.filters import EVERYTHING, Condition, FilterValues
 from graphstore.links import TagKey, encode_links, incoming_tags, outgoing_tags
@@ -452,8 +452,8 @@ class EmbeddedStorage(Storage):
         """A stored row as a node; a row changed outside graphstore is a one-line error."""
         try:
             return decode_node(node_id, text, metadata, links)
-        except StorageError as error:
-            raise StorageError(f"{self.path}: {error}") from None
+        except CorruptRowError as error:
+            raise CorruptRowError(f"{self.path}: {error}") from None
 
     def _wrong_size(self, node_id: str, blob: bytes) -> str:
         """Why a row's embedding `blob` does not fit the store's dimension ("" when it fits)."""
@@ -469,7 +469,7 @@ class EmbeddedStorage(Storage):
             return wrong_size
         try:
             node = decode_node(node_id, "", metadata, links)
-        except StorageError as error:
+        except CorruptRowError as error:
             return str(error)
         return _Entry.of(StoredNode(node, np.frombuffer(blob, dtype=np.float32)))
 
@@ -585,7 +585,7 @@ class EmbeddedStorage(Storage):
             for node_id, text, metadata, links, blob in self._db.execute(query, chunk):
                 wrong_size = self._wrong_size(node_id, blob)
                 if wrong_size:
-                    raise StorageError(f"{self.path}: {wrong_size}")
+                    raise CorruptRowError(f"{self.path}: {wrong_size}")
                 node = self._node(node_id, text, metadata, links)
                 found[node_id] = StoredNode(node, np.frombuffer(blob, dtype=np.float32))
         return [found[node_id] for node_id in ids if node_id in found]

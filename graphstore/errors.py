@@ -35,3 +35,7 @@ class StoreOpenError(GraphStoreError):
 
 class StorageError(GraphStoreError):
     """The backend failed while reading or writing."""
+
+
+class CorruptRowError(StorageError):
+    """A stored row was changed outside graphstore and cannot be read; the others can."""

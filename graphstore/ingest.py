@@ -103,18 +103,22 @@ class Discovered(NamedTuple):
 
 
 def discover(
-    paths: Iterable[Path], root: Path | None = None, store_files: Collection[str] = ()
+    paths: Iterable[Path],
+    root: Path | None = None,
+    store_files: Collection[str] = (),
+    card_files: Collection[str] = (),
 ) -> Discovered:
     """Every ingestible file under `paths` once, with its source name (see `source_name`),
-    but the store's own files (`Storage.local_files`).  A path that does not exist is passed
-    over: whether that is an error depends on what the store holds from it (`check_found`)."""
+    but the store's own files (`Storage.local_files`) and, in folders, the card files the
+    same ingest reads as cards.  A path that does not exist is passed over: whether that is
+    an error depends on what the store holds from it (`check_found`)."""
     base = ingest_root(root)
     own = file_identities(store_files)
     found: dict[str, tuple[Path, str]] = {}
     skipped: list[str] = []
     for path in paths:
         if path.is_dir():
-            files, unreadable = scan_folder(path, SUFFIXES, store_files)
+            files, unreadable = scan_folder(path, SUFFIXES, [*store_files, *card_files])
             skipped.extend(source_name(entry, base) for entry in unreadable)
         elif path.is_file():
             files = [path]
@@ -316,8 +320,11 @@ async def ingest(
     root: Path | None = None,
     on_plan: Callable[[int], None] | None = None,
     on_batch: Callable[[int], None] | None = None,
+    card_files: Collection[str] = (),
 ) -> IngestReport:
-    """Split, link, embed and store the files under `paths`.
+    """Split, link, embed and store the files under `paths` (but `card_files`, read as
+    cards by `graphstore.card_store`: a card folder inside a story folder is not story, and
+    a passage stored from one of them is stale).
 
     With a `tag_filter` (dense-tag control), every passage is linked first so tag
     frequencies are known, and tags above its threshold are dropped before writing; only the
@@ -328,12 +335,13 @@ async def ingest(
     the current directory); a passage id already stored from another file that still exists
     is refused before anything is written (`check_ids_free`).
     """
-    found = discover(paths, root, store.storage.local_files)
+    found = discover(paths, root, store.storage.local_files, card_files)
     stored = await stored_files(store)
     before = recorded_within(stored, scopes_of(paths))
     check_found(paths, found, before)
     files, skipped = found
-    versions = {path: file_version(path) for path, _ in files}
+    read = [*(path for path, _ in files), *map(Path, card_files)]  # a card file is no text
+    versions = {path: file_version(path) for path in read}
     planned: dict[str, str] = {}
     for passage in read_all(files, max_chars):
         check_node(to_node(passage, set()))

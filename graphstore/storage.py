@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from graphstore.errors import StorageError
+from graphstore.errors import CorruptRowError
 from graphstore.filters import EVERYTHING, Condition
 from graphstore.links import TagKey, decode_links
 from graphstore.nodes import Node, StoredNode, TagHit, Vector
@@ -30,14 +30,14 @@ def corrupt_row(node_id: str, reason: object) -> str:
 
 def decode_node(node_id: str, text: str, metadata: str, links: str) -> Node:
     """A node from its row's JSON columns; a row that is not graphstore's (metadata that is
-    no JSON object, links that are no link list) is a one-line `StorageError`."""
+    no JSON object, links that are no link list) is a one-line `CorruptRowError`."""
     try:
         decoded = json.loads(metadata)
         if not isinstance(decoded, dict):
             raise TypeError("metadata is not a JSON object")
         return Node(node_id, text, decoded, decode_links(links))
     except (ValueError, TypeError) as error:
-        raise StorageError(corrupt_row(node_id, error)) from None
+        raise CorruptRowError(corrupt_row(node_id, error)) from None
 
 
 def values_by_id(rows: Iterable[tuple[str, str]], key: str) -> dict[str, object]:

@@ -492,3 +492,71 @@ def test_a_corrupt_card_row_does_not_stop_stats_or_a_delete(tmp_path, capsys):
     assert "corrupt rows: 1" in out
     assert main(["--store", str(path), "delete", "--id", "西游记.txt#0"]) == 0
     assert "removed 1 passage from" in capsys.readouterr().out
+
+
+def test_a_card_row_that_cannot_be_read_stops_no_ingest_and_its_file_repairs_it(tmp_path, capsys):
+    """Every ingest read every card row, so one changed outside graphstore failed each
+    later ingest, even of text alone, and the ingest of its own card file that should
+    repair it; `stats` counted it as a card but not as a row (`passages: -1`)."""
+    from graphstore.cli import main
+
+    cards, text = world(tmp_path)
+    path = tmp_path / "s.db"
+    store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(path))
+    run_sync(ingest(store, tmp_path, [text], cards))
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE nodes SET embedding = x'00' WHERE id = 'card:唐僧'")
+    more = tmp_path / "more.txt"
+    more.write_text("三藏上马。\n", encoding="utf-8")
+    store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(path))
+    assert run_sync(ingest(store, tmp_path, [more], None)).passages == 1
+    assert main(["--store", str(path), "stats"]) == 0
+    out = capsys.readouterr().out
+    assert "\npassages: 5\ncards: 1\n" in out
+    assert "corrupt rows: 1" in out
+    report = run_sync(ingest(store, tmp_path, [], cards))
+    assert report.cards == 2
+    assert run_sync(store.acheck()) == []
+    assert {card.name for card in run_sync(astored_cards(store))} == {"唐僧", "孙悟空"}
+
+
+@pytest.mark.parametrize("column", ["embedding = x'00'", "metadata = '{bad'"])
+def test_delete_by_id_removes_a_row_that_cannot_be_read(tmp_path, capsys, column):
+    """`delete --id` read the row first and failed on one changed outside graphstore, the
+    row README sends users to `delete --id` for."""
+    from graphstore.cli import main
+
+    cards, text = world(tmp_path)
+    path = tmp_path / "s.db"
+    store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(path))
+    run_sync(ingest(store, tmp_path, [text], cards))
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE nodes SET {column} WHERE id IN ('西游记.txt#0', 'card:唐僧')")
+    assert main(["--store", str(path), "delete", "--id", "西游记.txt#0", "--id", "card:唐僧"]) == 0
+    assert "store has 3 passages, 1 card" in capsys.readouterr().out
+    assert main(["--store", str(path), "check"]) == 0
+    assert main(["--store", str(path), "show", "card:唐僧"]) == 2
+    assert "no passage with id 'card:唐僧'" in capsys.readouterr().err
+
+
+async def test_a_card_folder_inside_the_folder_ingested_is_not_read_as_text(tmp_path):
+    """`ingest book --cards book/cards` stored each card twice, once as a card and once as
+    a passage whose text began with the card's front matter."""
+    book = tmp_path / "book"
+    book.mkdir()
+    (book / "西游记.txt").write_text(TEXT, encoding="utf-8")
+    cards = book / "cards"
+    cards.mkdir()
+    (cards / "孙悟空.md").write_text(MONKEY, encoding="utf-8")
+    (cards / "notes.txt").write_text("Not a card file: text.\n", encoding="utf-8")
+    store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(":memory:"))
+    await ingest(store, tmp_path, [book], None)  # as the cards were read before, as text
+    read_as_text = [i for i in await store.anode_ids() if i.startswith("book/cards/孙悟空.md#")]
+    assert read_as_text
+    report = await ingest(store, tmp_path, [book], cards)
+    assert (report.cards, report.removed) == (1, len(read_as_text))
+    ids = set(await store.anode_ids())
+    assert not ids & set(read_as_text)
+    assert {"card:孙悟空", "book/cards/notes.txt#0", "book/西游记.txt#0"} <= ids
