@@ -1,17 +1,43 @@
-"""graphstore: a graph vector store that links passages by tags instead of stored edges."""
+"""graphstore: a graph vector store that links passages by tags instead of stored edges.
 
-from graphstore.errors import (
-    GraphStoreError,
-    InvalidArgumentError,
-    InvalidInputError,
-    StorageError,
-    StoreOpenError,
-)
-from graphstore.links import Link
-from graphstore.nodes import Candidate, Hit, Node
-from graphstore.store import GraphStore
-from graphstore.strategy import Strategy
-from graphstore.traversal import TraversalStats
+The names below are imported on first use, so that the `graphstore` command
+(`graphstore.command`) starts without NumPy and can end quietly on a Ctrl-C that comes
+while the rest is still loading.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from graphstore.errors import (
+        GraphStoreError,
+        InvalidArgumentError,
+        InvalidInputError,
+        StorageError,
+        StoreOpenError,
+    )
+    from graphstore.links import Link
+    from graphstore.nodes import Candidate, Hit, Node
+    from graphstore.store import GraphStore
+    from graphstore.strategy import Strategy
+    from graphstore.traversal import TraversalStats
+
+_HOMES = {
+    "Candidate": "graphstore.nodes",
+    "GraphStore": "graphstore.store",
+    "GraphStoreError": "graphstore.errors",
+    "Hit": "graphstore.nodes",
+    "InvalidArgumentError": "graphstore.errors",
+    "InvalidInputError": "graphstore.errors",
+    "Link": "graphstore.links",
+    "Node": "graphstore.nodes",
+    "StorageError": "graphstore.errors",
+    "StoreOpenError": "graphstore.errors",
+    "Strategy": "graphstore.strategy",
+    "TraversalStats": "graphstore.traversal",
+}
 
 __all__ = [
     "Candidate",
@@ -27,3 +53,14 @@ __all__ = [
     "Strategy",
     "TraversalStats",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'graphstore' has no attribute {name!r}")
+    return getattr(import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

@@ -26,6 +26,7 @@ from extractors.frequency import TagFrequencyFilter, check_share
 from graphstore.card_store import acard_ids, aingest_with_cards
 from graphstore.cards import CARD, card_id
 from graphstore.chapters import as_of_filter
+from graphstore.command import INTERRUPTED
 from graphstore.errors import (
     CorruptRowError,
     GraphStoreError,
@@ -706,7 +707,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _failed(args, f"{named}{error.strerror or one_line(error)}")
     except KeyboardInterrupt:
         print("graphstore: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except asyncio.CancelledError:  # SIGTERM (`_stop_on_terminate`)
         print("graphstore: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,34 @@ def test_an_ingest_stopped_before_its_first_write_leaves_no_store_and_one_line(
     _, err = process.communicate(timeout=60)
     assert (process.returncode, err) == (status, f"graphstore: {line}\n")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["long.txt"]
+
+
+INTERRUPT_WHILE_LOADING = """
+import sys
+from importlib.abc import MetaPathFinder
+
+class Interrupt(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy":  # Ctrl-C while the command line is still being imported
+            raise KeyboardInterrupt
+
+sys.meta_path.insert(0, Interrupt())
+from graphstore.command import main
+sys.exit(main(["--store", sys.argv[1], "stats"]))
+"""
+
+
+def test_ctrl_c_while_the_command_loads_is_one_line_not_a_traceback(tmp_path):
+    """The command's imports take half a second, and a Ctrl-C in it printed a traceback
+    through whatever module was loading (`graphstore.cli` was the entry point, and importing
+    it loads NumPy, the store and the models)."""
+    [script] = entry_points(group="console_scripts", name="graphstore")
+    assert script.value == "graphstore.command:main"
+    store = str(tmp_path / "s.db")
+    command = [sys.executable, "-c", INTERRUPT_WHILE_LOADING, store]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (130, "graphstore: interrupted\n")
+    assert not os.path.exists(store)
 
 
 def test_a_program_calling_main_keeps_its_own_sigterm_handler(tmp_path, capsys):
