@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from extractors.normalize import normalize_tag
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
 from graphstore.models import model_fingerprint, quiet_transformers
-from graphstore.optional import optional_import
+from graphstore.optional import optional_import, package_versions
 
 DEFAULT_MODEL = "urchade/gliner_mediumv2.1"
 """English GLiNER (hub name: needs the hub or its cache; a local directory works offline)."""
@@ -113,7 +112,8 @@ class GlinerLinkExtractor(LinkExtractor[str]):
         if model is None or not isinstance(splitter, (str, type(None))):
             return None
         options = (self.labels, self.kind_prefix, self.direction, self.threshold, splitter)
-        return json.dumps(["gliner", version("gliner"), model, options, self.batch_words])
+        libraries = package_versions("gliner", "transformers", "torch", "jieba")
+        return json.dumps(["gliner", libraries, model, options, self.batch_words])
 
     def _loaded(self) -> Any:
         if self._model is None:

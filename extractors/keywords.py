@@ -15,7 +15,6 @@ import json
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from importlib import import_module
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from extractors.normalize import join_cjk_words, normalize_tag
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
 from graphstore.models import minilm_dir, model_fingerprint, offline_quietly, quiet_transformers
-from graphstore.optional import optional_import
+from graphstore.optional import optional_import, package_versions
 
 Tokenizer = Callable[[str], list[str]]
 
@@ -151,7 +150,8 @@ class KeybertLinkExtractor(LinkExtractor[str]):
             self.diversity,
             self.language,
         )
-        return json.dumps(["keybert", version("keybert"), model, options])
+        libraries = package_versions("keybert", "scikit-learn", "sentence-transformers", "jieba")
+        return json.dumps(["keybert", libraries, model, options])
 
     def _word_tokenizer(self) -> Tokenizer | None:
         if self.tokenizer is not None:

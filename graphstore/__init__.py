@@ -5,10 +5,8 @@ The names below are imported on first use, so that the `graphstore` command
 while the rest is still loading.
 """
 
-from __future__ import annotations
-
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from graphstore.errors import (
@@ -55,12 +53,20 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'graphstore' has no attribute {name!r}")
-    return getattr(import_module(home), name)
+if not TYPE_CHECKING:  # a type checker sees the imports above, and no other name
 
+    def __getattr__(name: str) -> object:
+        """A name of `__all__` from its module, or a submodule (`graphstore.errors`, which
+        an eager import of the names used to load as a side effect)."""
+        home = _HOMES.get(name)
+        if home is not None:
+            return getattr(import_module(home), name)
+        try:
+            return import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":
+                raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_HOMES})

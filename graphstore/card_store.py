@@ -47,6 +47,7 @@ from graphstore.recorded_files import (
     recorded_within,
     stale,
 )
+from graphstore.splitting import file_identities, file_identity
 from graphstore.store import GraphStore, Query
 from graphstore.strategy import MAX_K
 
@@ -56,11 +57,20 @@ MAX_SCENE_CARDS = MAX_K
 
 async def astored_cards(store: GraphStore) -> list[Card]:
     """Every card in the store that can be read (a scan of the ids: for ingests, not for
-    queries).  A card row changed outside graphstore is left out, so that it stops no
-    ingest: an ingest of its card file writes it again, `check` lists it, `delete --id`
-    removes it."""
+    queries).  A card row changed outside graphstore (a row that cannot be read, card fields
+    that are not a card's) is left out, so that it stops no ingest: an ingest of its card
+    file writes it again, `delete --id` removes it."""
+    cards = []
+    for node in await _card_rows(store):
+        with suppress(InvalidInputError):
+            cards.append(card_from_node(node))
+    return cards
+
+
+async def _card_rows(store: GraphStore) -> list[Node]:
+    """The readable rows of the cards (their metadata says so) in the store."""
     ids = [node_id for node_id in await store.anode_ids() if node_id.startswith(f"{CARD}:")]
-    return [card_from_node(node) for node in await _readable(store, sorted(ids)) if is_card(node)]
+    return [node for node in await _readable(store, sorted(ids)) if is_card(node)]
 
 
 async def _readable(store: GraphStore, ids: list[str]) -> list[Node]:
@@ -77,9 +87,9 @@ async def _readable(store: GraphStore, ids: list[str]) -> list[Node]:
 
 async def acard_ids(store: GraphStore) -> set[str]:
     """The ids of the cards in the store whose rows can be read: cards are counted apart
-    from passages, which `StoreStats.nodes` counts with them, and a row that cannot be read
-    is in neither count but in `StoreStats.corrupt_rows`."""
-    return {card.id for card in await astored_cards(store)}
+    from passages, which `StoreStats.nodes` counts with them; on the embedded backend a row
+    that cannot be read is in neither count but in `StoreStats.corrupt_rows`."""
+    return {node.id for node in await _card_rows(store)}
 
 
 async def anearest_cards(store: GraphStore, query: Query) -> list[Card]:
@@ -225,8 +235,9 @@ async def aingest_with_cards(
     mentions = plan.mentions()
     linked = [*linkers, text_linker(mentions)] if mentions is not None else list(linkers)
     report = IngestReport(files=0, passages=0)
+    card_files = [str(path) for path in folder.versions]
+    paths = [path for path in paths if not _read_as_cards(path, cards_folder, card_files)]
     if paths:
-        card_files = [str(path) for path in folder.versions]
         report = await ingest(
             store, paths, linkers=linked, root=root, card_files=card_files, **options
         )
@@ -234,6 +245,16 @@ async def aingest_with_cards(
     removed = await awrite_cards(store, plan)
     skipped = sorted({*report.skipped, *folder.skipped})
     return replace(report, cards=len(plan.cards), removed_cards=removed, skipped=skipped)
+
+
+def _read_as_cards(path: Path, cards_folder: Path | None, card_files: Sequence[str]) -> bool:
+    """Whether a path given to ingest as text is the card folder or one of its card files:
+    read as cards, not also as text (`graphstore ingest cards --cards cards`)."""
+    if cards_folder is None or not os.path.exists(path):
+        return False
+    if os.path.isdir(path):
+        return os.path.isdir(cards_folder) and os.path.samefile(path, cards_folder)
+    return file_identity(path) in file_identities(card_files)
 
 
 def _nothing_in(cards_folder: Path) -> str:

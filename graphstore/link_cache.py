@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from extractors.base import LinkExtractor
-from graphstore.links import Link, decode_links, encode_links
+from graphstore.links import Link, as_links, decode_links, encode_links
 
 CACHE_DIR_VARIABLE = "GRAPHSTORE_CACHE_DIR"
 """Where the cache lives (default `$XDG_CACHE_HOME/graphstore`, else `~/.cache/graphstore`);
@@ -37,10 +37,16 @@ logger = logging.getLogger(__name__)
 
 def cache_path() -> Path | None:
     """The cache file this machine's ingests share, or None when `GRAPHSTORE_CACHE_DIR` is
-    set empty."""
+    set empty or there is no home folder to keep it in (no `HOME`, a user id without a
+    passwd entry: a container)."""
     folder = os.environ.get(CACHE_DIR_VARIABLE)
     if folder is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+        base = os.environ.get("XDG_CACHE_HOME")
+        if not base:
+            try:
+                base = os.path.join(Path.home(), ".cache")
+            except (RuntimeError, KeyError):
+                return None
         folder = os.path.join(base, "graphstore")
     return Path(folder, "links.sqlite") if folder else None
 
@@ -102,8 +108,8 @@ class LinkCache:
         for position, key in enumerate(keys):
             if key in rows:
                 try:
-                    found[position] = decode_links(rows[key])
-                except (ValueError, TypeError):
+                    found[position] = as_links(decode_links(rows[key]))
+                except (ValueError, TypeError):  # InvalidInputError is a ValueError
                     continue  # not a row this module wrote: extract again
         return found
 

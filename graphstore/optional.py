@@ -3,10 +3,22 @@ error naming the extra when one is missing, instead of a traceback."""
 
 from __future__ import annotations
 
-from importlib import import_module
+from importlib import import_module, metadata
 from types import ModuleType
 
 from graphstore.errors import InvalidInputError
+
+
+def package_versions(*names: str) -> str:
+    """The installed versions of the packages `names` (`keybert 0.9.0`; `absent` for one not
+    installed, which is no error here: whatever needs it says so when it imports it)."""
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name} absent")
+    return ", ".join(found)
 
 
 def optional_import(name: str, purpose: str) -> ModuleType:

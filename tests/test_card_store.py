@@ -521,6 +521,44 @@ def test_a_card_row_that_cannot_be_read_stops_no_ingest_and_its_file_repairs_it(
     assert {card.name for card in run_sync(astored_cards(store))} == {"唐僧", "孙悟空"}
 
 
+def test_a_card_row_whose_fields_are_no_card_stops_no_count_and_its_file_repairs_it(
+    tmp_path, capsys
+):
+    """Counting the cards read each one as a card: one whose metadata is JSON but whose
+    card fields are not a card's (a name that is a number) failed `stats` and `delete`."""
+    from graphstore.cli import main
+
+    cards, text = world(tmp_path)
+    path = tmp_path / "s.db"
+    store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(path))
+    run_sync(ingest(store, tmp_path, [text], cards))
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "UPDATE nodes SET metadata = json_set(metadata, '$.name', 5) WHERE id = 'card:唐僧'"
+        )
+    assert main(["--store", str(path), "stats"]) == 0
+    assert "\npassages: 4\ncards: 2\n" in capsys.readouterr().out
+    store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(path))
+    assert run_sync(ingest(store, tmp_path, [], cards)).cards == 2
+    assert {card.name for card in run_sync(astored_cards(store))} == {"唐僧", "孙悟空"}
+    store.close()
+    assert main(["--store", str(path), "delete", "--id", "card:唐僧"]) == 0
+    assert "removed 0 passages and 1 card" in capsys.readouterr().out
+
+
+def test_ingesting_the_card_folder_as_text_with_cards_reads_it_as_cards_only(tmp_path):
+    """`graphstore ingest cards --cards cards` stored each card twice; once card files were
+    left out of the text, it found nothing to read as text and refused the whole ingest."""
+    cards, _ = world(tmp_path)
+    store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(":memory:"))
+    report = run_sync(ingest(store, tmp_path, [cards], cards))
+    assert (report.files, report.passages, report.cards) == (0, 0, 2)
+    report = run_sync(ingest(store, tmp_path, [cards / "唐僧.md"], cards))
+    assert (report.files, report.passages, report.cards) == (0, 0, 2)
+    assert sorted(run_sync(store.anode_ids())) == ["card:唐僧", "card:孙悟空"]
+
+
 @pytest.mark.parametrize("column", ["embedding = x'00'", "metadata = '{bad'"])
 def test_delete_by_id_removes_a_row_that_cannot_be_read(tmp_path, capsys, column):
     """`delete --id` read the row first and failed on one changed outside graphstore, the

@@ -165,6 +165,33 @@ def test_ctrl_c_while_the_command_loads_is_one_line_not_a_traceback(tmp_path):
     assert not os.path.exists(store)
 
 
+def test_the_package_loads_its_names_on_first_use_and_type_checkers_still_see_them(tmp_path):
+    """`import graphstore` loads no NumPy (the command's entry point relies on it), yet its
+    names, its submodules as attributes (`graphstore.errors`, loaded as a side effect
+    before) and a type checker's view of them (a misspelt name is an error) are as before."""
+    code = (
+        "import sys, graphstore\n"
+        "assert 'numpy' not in sys.modules\n"
+        "from graphstore import GraphStore, Link\n"
+        "assert graphstore.errors.StorageError.__module__ == 'graphstore.errors'\n"
+        "assert GraphStore.__module__ == 'graphstore.store'\n"
+        "assert {'GraphStore', 'Link'} <= set(dir(graphstore))\n"
+        "try:\n    graphstore.GrahpStore\nexcept AttributeError:\n    print('refused')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "refused\n", "")
+    user = tmp_path / "user.py"
+    user.write_text("import graphstore\nfrom graphstore import GraphStor\ngraphstore.GraphStore\n")
+    mypy = [sys.executable, "-m", "mypy", "--no-incremental", str(user)]
+    project = {**os.environ, "MYPYPATH": str(Path(__file__).resolve().parents[1])}
+    checked = subprocess.run(
+        mypy, capture_output=True, text=True, cwd=tmp_path, env=project, check=False
+    )
+    assert checked.returncode == 1
+    assert 'Module "graphstore" has no attribute "GraphStor"' in checked.stdout
+    assert "user.py:3" not in checked.stdout
+
+
 def test_a_program_calling_main_keeps_its_own_sigterm_handler(tmp_path, capsys):
     """`asyncio.run` sets SIGTERM back to its default action when it closes its loop, so
     handling SIGTERM in `main` removed the handler of a program that calls it."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from graphstore.embedded import EmbeddedStorage
 from graphstore.ingest import ingest, text_linker
 from graphstore.link_cache import CACHE_DIR_VARIABLE, LinkCache, cache_path, extract_with_cache
 from graphstore.models import E5Model, folder_fingerprint, minilm_dir
+from graphstore.optional import package_versions
 from graphstore.storage import Storage
 from graphstore.testing.embeddings import KeyedEmbeddings
 
@@ -121,11 +123,12 @@ def test_an_unusable_cache_costs_only_the_extraction(
 
     good = tmp_path / "links.sqlite"
     extract_with_cache(CapitalWords(), texts, LinkCache(good))
-    with sqlite3.connect(good) as db:
-        db.execute("UPDATE links SET links = 'not json'")
-    extractor = CapitalWords()
-    assert extract_with_cache(extractor, texts, LinkCache(good)) == expected
-    assert extractor.read == texts
+    for row in ("not json", '[["kw", "sideways", "tea"]]', '[["kw", "bidir"]]', "[1]"):
+        with sqlite3.connect(good) as db:
+            db.execute("UPDATE links SET links = ?", (row,))
+        extractor = CapitalWords()
+        assert extract_with_cache(extractor, texts, LinkCache(good)) == expected
+        assert extractor.read == texts
 
 
 def test_the_cache_lives_in_the_user_cache_folder_unless_told_otherwise(
@@ -140,6 +143,13 @@ def test_the_cache_lives_in_the_user_cache_folder_unless_told_otherwise(
     monkeypatch.setenv(CACHE_DIR_VARIABLE, str(tmp_path / "mine"))
     assert cache_path() == tmp_path / "mine" / "links.sqlite"
     monkeypatch.setenv(CACHE_DIR_VARIABLE, "")
+    assert cache_path() is None
+
+    def homeless() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv(CACHE_DIR_VARIABLE)
+    monkeypatch.setattr(Path, "home", homeless)  # no HOME, a user id without a passwd entry
     assert cache_path() is None
 
 
@@ -158,6 +168,8 @@ def test_a_model_extractors_setting_changes_with_its_model_and_options(tmp_path:
 
     model = write(tmp_path / "model" / "weights.bin", "first weights")
     before = folder_fingerprint(model.parent)
+    write(tmp_path / "model" / ".git" / "index", "what `git status` rewrites")
+    assert folder_fingerprint(model.parent) == before
     labels = ["person"]
     gliner = GlinerLinkExtractor(labels, model=model.parent).setting()
     assert gliner is not None
@@ -166,6 +178,15 @@ def test_a_model_extractors_setting_changes_with_its_model_and_options(tmp_path:
     assert GlinerLinkExtractor(labels, model=model.parent).setting() != gliner
     assert GlinerLinkExtractor(["place"], model=model.parent).setting() != gliner
     assert GlinerLinkExtractor(labels).setting() is None  # a hub name: no files to check
+
+
+def test_a_setting_names_a_missing_library_rather_than_failing() -> None:
+    """The settings read the versions of the libraries that decide the links; one that is
+    not installed made `setting()` raise, a traceback where the extractor's own import gives
+    one line naming the package to install."""
+    assert package_versions("keybert", "no-such-package-here") == (
+        f"keybert {version('keybert')}, no-such-package-here absent"
+    )
 
 
 def test_a_cli_ingest_reuses_the_keyword_links_kept_for_a_text(
