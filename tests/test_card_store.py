@@ -474,18 +474,25 @@ async def test_a_card_ingest_leaves_the_cards_another_ingest_stored_from_the_fil
     assert {card.name for card in await astored_cards(mine)} == {"Ann"}
 
 
-def test_a_corrupt_card_row_does_not_stop_stats_or_a_delete(tmp_path, capsys):
-    """Counting cards apart read every card row, so one changed outside graphstore made
-    `stats` and the summary of a delete fail instead of counting it as corrupt."""
-    from graphstore.cli import main
-
+def changed_outside(tmp_path: Path, change: str, ids: str) -> tuple[Path, Path]:
+    """A store of `world` (its file and card folder) whose rows `ids` (quoted, SQL) were
+    changed outside graphstore (`change`, an SQL assignment)."""
     cards, text = world(tmp_path)
     path = tmp_path / "s.db"
     store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(path))
     run_sync(ingest(store, tmp_path, [text], cards))
     store.close()
     with sqlite3.connect(path) as db:
-        db.execute("UPDATE nodes SET metadata = '{bad' WHERE id = 'card:唐僧'")
+        db.execute(f"UPDATE nodes SET {change} WHERE id IN ({ids})")
+    return path, cards
+
+
+def test_a_corrupt_card_row_does_not_stop_stats_or_a_delete(tmp_path, capsys):
+    """Counting cards apart read every card row, so one changed outside graphstore made
+    `stats` and the summary of a delete fail instead of counting it as corrupt."""
+    from graphstore.cli import main
+
+    path, _ = changed_outside(tmp_path, "metadata = '{bad'", "'card:唐僧'")
     assert main(["--store", str(path), "stats"]) == 0
     out = capsys.readouterr().out
     assert "\npassages: 4\ncards: 1\n" in out
@@ -500,13 +507,7 @@ def test_a_card_row_that_cannot_be_read_stops_no_ingest_and_its_file_repairs_it(
     repair it; `stats` counted it as a card but not as a row (`passages: -1`)."""
     from graphstore.cli import main
 
-    cards, text = world(tmp_path)
-    path = tmp_path / "s.db"
-    store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(path))
-    run_sync(ingest(store, tmp_path, [text], cards))
-    store.close()
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE nodes SET embedding = x'00' WHERE id = 'card:唐僧'")
+    path, cards = changed_outside(tmp_path, "embedding = x'00'", "'card:唐僧'")
     more = tmp_path / "more.txt"
     more.write_text("三藏上马。\n", encoding="utf-8")
     store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(path))
@@ -528,15 +529,9 @@ def test_a_card_row_whose_fields_are_no_card_stops_no_count_and_its_file_repairs
     card fields are not a card's (a name that is a number) failed `stats` and `delete`."""
     from graphstore.cli import main
 
-    cards, text = world(tmp_path)
-    path = tmp_path / "s.db"
-    store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(path))
-    run_sync(ingest(store, tmp_path, [text], cards))
-    store.close()
-    with sqlite3.connect(path) as db:
-        db.execute(
-            "UPDATE nodes SET metadata = json_set(metadata, '$.name', 5) WHERE id = 'card:唐僧'"
-        )
+    path, cards = changed_outside(
+        tmp_path, "metadata = json_set(metadata, '$.name', 5)", "'card:唐僧'"
+    )
     assert main(["--store", str(path), "stats"]) == 0
     assert "\npassages: 4\ncards: 2\n" in capsys.readouterr().out
     store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(path))
@@ -565,13 +560,7 @@ def test_delete_by_id_removes_a_row_that_cannot_be_read(tmp_path, capsys, column
     row README sends users to `delete --id` for."""
     from graphstore.cli import main
 
-    cards, text = world(tmp_path)
-    path = tmp_path / "s.db"
-    store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(path))
-    run_sync(ingest(store, tmp_path, [text], cards))
-    store.close()
-    with sqlite3.connect(path) as db:
-        db.execute(f"UPDATE nodes SET {column} WHERE id IN ('西游记.txt#0', 'card:唐僧')")
+    path, _ = changed_outside(tmp_path, column, "'西游记.txt#0', 'card:唐僧'")
     assert main(["--store", str(path), "delete", "--id", "西游记.txt#0", "--id", "card:唐僧"]) == 0
     assert "store has 3 passages, 1 card" in capsys.readouterr().out
     assert main(["--store", str(path), "check"]) == 0
