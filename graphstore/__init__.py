@@ -61,12 +61,13 @@ if not TYPE_CHECKING:  # a type checker sees the imports above, and no other nam
         home = _HOMES.get(name)
         if home is not None:
             return getattr(import_module(home), name)
+        missing = AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        if not name.isidentifier():
+            raise missing
         try:
             return import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as error:
-            if error.name != f"{__name__}.{name}":
-                raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        except ImportError as error:  # no such module, or one whose extra is not installed
+            raise missing from error
 
     def __dir__() -> list[str]:
         return sorted({*globals(), *_HOMES})

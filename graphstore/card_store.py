@@ -12,7 +12,7 @@ passages; a card passage links out to the other cards it names.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -47,7 +47,7 @@ from graphstore.recorded_files import (
     recorded_within,
     stale,
 )
-from graphstore.splitting import file_identities, file_identity
+from graphstore.splitting import FILE, file_identities, file_identity
 from graphstore.store import GraphStore, Query
 from graphstore.strategy import MAX_K
 
@@ -60,8 +60,13 @@ async def astored_cards(store: GraphStore) -> list[Card]:
     queries).  A card row changed outside graphstore (a row that cannot be read, card fields
     that are not a card's) is left out, so that it stops no ingest: an ingest of its card
     file writes it again, `delete --id` removes it."""
+    return _valid_cards(await _card_rows(store))
+
+
+def _valid_cards(nodes: Iterable[Node]) -> list[Card]:
+    """The cards of card rows `nodes`, but those whose fields are no card's."""
     cards = []
-    for node in await _card_rows(store):
+    for node in nodes:
         with suppress(InvalidInputError):
             cards.append(card_from_node(node))
     return cards
@@ -93,9 +98,10 @@ async def acard_ids(store: GraphStore) -> set[str]:
 
 
 async def anearest_cards(store: GraphStore, query: Query) -> list[Card]:
-    """The cards nearest to `query`, best first (at most `MAX_SCENE_CARDS`)."""
+    """The cards nearest to `query`, best first (at most `MAX_SCENE_CARDS`); a card row
+    whose fields were changed outside graphstore into no card's is left out."""
     hits = await store.asimilarity_search(query, k=MAX_SCENE_CARDS, filter={"kind": CARD})
-    return [card_from_node(hit.node) for hit in hits if is_card(hit.node)]
+    return _valid_cards(hit.node for hit in hits if is_card(hit.node))
 
 
 async def aget_card(store: GraphStore, card_id: str) -> Card | None:
@@ -176,13 +182,16 @@ async def aplan_cards(
     A card from a file replaces the stored card of its name when `_replaceable`; a stored
     card from another file that still exists is a one-line error, not silently replaced."""
     new = {card.id for card in cards}
-    every = await astored_cards(store)
+    rows = await _card_rows(store)
+    every = _valid_cards(rows)
     stored = {card.id: card for card in every}
     for card in cards:
         other = stored.get(card.id)
         if other is not None and not _replaceable(other, card, read):
             raise InvalidInputError(_taken(card, other))
-    within = recorded_within({card.id: card.file for card in every if card.file}, scopes)
+    files = {node.id: node.metadata.get(FILE) for node in rows}
+    recorded = {card_id: file for card_id, file in files.items() if isinstance(file, str)}
+    within = recorded_within(recorded, scopes)  # the cards with invalid fields too
     gone = {card_id: within[card_id] for card_id in stale(within, new, set(read))}
     kept = [card for card in every if card.id not in new and card.id not in gone]
     return CardPlan(list(cards), check_names([*kept, *cards]), gone)
@@ -236,7 +245,7 @@ async def aingest_with_cards(
     linked = [*linkers, text_linker(mentions)] if mentions is not None else list(linkers)
     report = IngestReport(files=0, passages=0)
     card_files = [str(path) for path in folder.versions]
-    paths = [path for path in paths if not _read_as_cards(path, cards_folder, card_files)]
+    paths = [path for path in paths if not _is_card_file(path, card_files)]
     if paths:
         report = await ingest(
             store, paths, linkers=linked, root=root, card_files=card_files, **options
@@ -247,14 +256,10 @@ async def aingest_with_cards(
     return replace(report, cards=len(plan.cards), removed_cards=removed, skipped=skipped)
 
 
-def _read_as_cards(path: Path, cards_folder: Path | None, card_files: Sequence[str]) -> bool:
-    """Whether a path given to ingest as text is the card folder or one of its card files:
-    read as cards, not also as text (`graphstore ingest cards --cards cards`)."""
-    if cards_folder is None or not os.path.exists(path):
-        return False
-    if os.path.isdir(path):
-        return os.path.isdir(cards_folder) and os.path.samefile(path, cards_folder)
-    return file_identity(path) in file_identities(card_files)
+def _is_card_file(path: Path, card_files: Sequence[str]) -> bool:
+    """Whether a path given to ingest as text is one of the card files the ingest reads as
+    cards, not also as text (a folder holding them is ingested but for them)."""
+    return os.path.isfile(path) and file_identity(path) in file_identities(card_files)
 
 
 def _nothing_in(cards_folder: Path) -> str:

@@ -147,18 +147,24 @@ def check_sources_differ(files: Iterable[tuple[Path, str]]) -> None:
             )
 
 
-def check_found(paths: Sequence[Path], found: Discovered, before: Mapping[str, str]) -> None:
+def check_found(
+    paths: Sequence[Path],
+    found: Discovered,
+    before: Mapping[str, str],
+    card_files: Collection[str] = (),
+) -> None:
     """Refuse a path that does not exist (or a link to nothing), unless passages were
     ingested from it (`before`: id -> recorded file, of the passages within `paths`): then
     the ingest removes them, as `git add` of a deleted file stages its removal.  Refuse too
     an ingest that finds no file to read and no stored passage to remove (a mistyped or
-    wrong folder)."""
+    wrong folder), but one of paths that hold only the `card_files` it reads as cards."""
     for path in paths:
         if not os.path.exists(path) and not recorded_within(before, file_scopes(path)):
             linked = os.path.lexists(path)  # a link to nothing or to itself
             what = "is neither a regular file nor a folder" if linked else "does not exist"
             raise InvalidInputError(f"{path} {what}")
-    if not found.files and not stale(before, set(), set()):
+    cards_within = recorded_within({file: file for file in card_files}, scopes_of(paths))
+    if not found.files and not stale(before, set(), set()) and not cards_within:
         named = f" (skipped: {', '.join(found.skipped)})" if found.skipped else ""
         raise InvalidInputError(f"no .txt, .md or .html files found in the given paths{named}")
 
@@ -338,7 +344,7 @@ async def ingest(
     found = discover(paths, root, store.storage.local_files, card_files)
     stored = await stored_files(store)
     before = recorded_within(stored, scopes_of(paths))
-    check_found(paths, found, before)
+    check_found(paths, found, before, [recorded_file(Path(file)) for file in card_files])
     files, skipped = found
     read = [*(path for path, _ in files), *map(Path, card_files)]  # a card file is no text
     versions = {path: file_version(path) for path in read}

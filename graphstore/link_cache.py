@@ -109,7 +109,7 @@ class LinkCache:
             if key in rows:
                 try:
                     found[position] = as_links(decode_links(rows[key]))
-                except (ValueError, TypeError):  # InvalidInputError is a ValueError
+                except (ValueError, TypeError, RecursionError):  # InvalidInputError too
                     continue  # not a row this module wrote: extract again
         return found
 

@@ -542,9 +542,10 @@ def test_a_card_row_whose_fields_are_no_card_stops_no_count_and_its_file_repairs
     assert "removed 0 passages and 1 card" in capsys.readouterr().out
 
 
-def test_ingesting_the_card_folder_as_text_with_cards_reads_it_as_cards_only(tmp_path):
+def test_a_folder_given_as_text_and_as_cards_is_read_as_cards_but_its_other_files(tmp_path):
     """`graphstore ingest cards --cards cards` stored each card twice; once card files were
-    left out of the text, it found nothing to read as text and refused the whole ingest."""
+    left out of the text, it found nothing to read as text and refused the whole ingest
+    (and a first fix left the whole folder out, so `ingest . --cards .` stored no story)."""
     cards, _ = world(tmp_path)
     store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(":memory:"))
     report = run_sync(ingest(store, tmp_path, [cards], cards))
@@ -552,6 +553,22 @@ def test_ingesting_the_card_folder_as_text_with_cards_reads_it_as_cards_only(tmp
     report = run_sync(ingest(store, tmp_path, [cards / "唐僧.md"], cards))
     assert (report.files, report.passages, report.cards) == (0, 0, 2)
     assert sorted(run_sync(store.anode_ids())) == ["card:唐僧", "card:孙悟空"]
+    (cards / "第一回.txt").write_text("行者出世。\n", encoding="utf-8")
+    report = run_sync(ingest(store, tmp_path, [cards], cards))
+    assert (report.files, report.passages, report.cards) == (1, 1, 2)
+    assert "cards/第一回.txt#0" in run_sync(store.anode_ids())
+
+
+def test_a_card_row_whose_fields_are_no_card_is_stale_when_its_file_is_gone(tmp_path):
+    """Left out of the stored cards so that it stopped nothing, such a row was also left
+    out of the stale ones: deleting its file never removed it."""
+    path, cards = changed_outside(
+        tmp_path, "metadata = json_set(metadata, '$.name', 5)", "'card:唐僧'"
+    )
+    (cards / "唐僧.md").unlink()
+    store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(path))
+    assert run_sync(ingest(store, tmp_path, [], cards)).removed_cards == 1
+    assert "card:唐僧" not in run_sync(store.anode_ids())
 
 
 @pytest.mark.parametrize("column", ["embedding = x'00'", "metadata = '{bad'"])

@@ -177,6 +177,9 @@ def test_the_package_loads_its_names_on_first_use_and_type_checkers_still_see_th
         "assert GraphStore.__module__ == 'graphstore.store'\n"
         "assert {'GraphStore', 'Link'} <= set(dir(graphstore))\n"
         "try:\n    graphstore.GrahpStore\nexcept AttributeError:\n    print('refused')\n"
+        "sys.modules['mcp'] = None\n"  # as if the extra were not installed
+        "assert not hasattr(graphstore, 'mcp_server')\n"
+        "assert getattr(graphstore, '.x', None) is None\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert (done.returncode, done.stdout, done.stderr) == (0, "refused\n", "")

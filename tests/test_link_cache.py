@@ -123,7 +123,8 @@ def test_an_unusable_cache_costs_only_the_extraction(
 
     good = tmp_path / "links.sqlite"
     extract_with_cache(CapitalWords(), texts, LinkCache(good))
-    for row in ("not json", '[["kw", "sideways", "tea"]]', '[["kw", "bidir"]]', "[1]"):
+    nested = "[" * 100_000 + "]" * 100_000
+    for row in ("not json", '[["kw", "sideways", "tea"]]', '[["kw", "bidir"]]', "[1]", nested):
         with sqlite3.connect(good) as db:
             db.execute("UPDATE links SET links = ?", (row,))
         extractor = CapitalWords()
