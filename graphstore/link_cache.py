@@ -1,8 +1,8 @@
 """Links a model found in a passage's text, kept on this machine between ingests.
 
 KeyBERT and GLiNER run a model over every passage, so ingesting a folder again after
-editing one file ran them over all of it: 55 s for the 211-passage demo with keyword links,
-where everything else took 1 s.  An extractor's links depend only on the text and the
+editing one file ran them over all of it: 40 s for the 211-passage demo with keyword links,
+where everything else takes 1 s.  An extractor's links depend only on the text and the
 extractor's `setting` (model fingerprint and options), so they are kept in a SQLite file
 keyed by a digest of both, and an ingest runs the model only on texts it has not seen under
 the same setting.  The file is a cache: one that cannot be opened, read or written is left
