@@ -43,7 +43,7 @@ from graphstore.filter_index import FilterIndex, Mask
 from graphstore.filters import EVERYTHING, Condition, FilterValues
 from graphstore.links import TagKey, encode_links, incoming_tags, outgoing_tags
 from graphstore.nodes import Node, StoredNode, TagHit, Vector
-from graphstore.sqlite_file import cause, open_file
+from graphstore.sqlite_file import cause, open_file, rows_where_in
 from graphstore.storage import (
     ScoredNode,
     Storage,
@@ -58,9 +58,6 @@ STAMPED = (
     "OR EXISTS (SELECT 1 FROM deleted WHERE seq = ?)"
 )
 """Whether a write transaction stamped any row with its change-sequence number."""
-
-READ_CHUNK = 500
-"""Ids per `IN (…)` query, below SQLite's bound-parameter limit."""
 
 
 def _top_k(scores: NDArray[np.float32], k: int) -> NDArray[np.intp]:
@@ -577,17 +574,13 @@ class EmbeddedStorage(Storage):
     def _rows(self, ids: Sequence[str]) -> list[StoredNode]:
         found: dict[str, StoredNode] = {}
         unique = list(dict.fromkeys(ids))
-        for start in range(0, len(unique), READ_CHUNK):
-            chunk = unique[start : start + READ_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            # Only "?" placeholders are formatted in; the ids are bound parameters.
-            query = f"SELECT id, text, metadata, links, embedding FROM nodes WHERE id IN ({marks})"  # noqa: S608
-            for node_id, text, metadata, links, blob in self._db.execute(query, chunk):
-                wrong_size = self._wrong_size(node_id, blob)
-                if wrong_size:
-                    raise CorruptRowError(f"{self.path}: {wrong_size}")
-                node = self._node(node_id, text, metadata, links)
-                found[node_id] = StoredNode(node, np.frombuffer(blob, dtype=np.float32))
+        select = "SELECT id, text, metadata, links, embedding FROM nodes"
+        for node_id, text, metadata, links, blob in rows_where_in(self._db, select, "id", unique):
+            wrong_size = self._wrong_size(node_id, blob)
+            if wrong_size:
+                raise CorruptRowError(f"{self.path}: {wrong_size}")
+            node = self._node(node_id, text, metadata, links)
+            found[node_id] = StoredNode(node, np.frombuffer(blob, dtype=np.float32))
         return [found[node_id] for node_id in ids if node_id in found]
 
     async def get(self, ids: Sequence[str]) -> list[StoredNode]:

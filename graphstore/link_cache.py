@@ -20,6 +20,7 @@ from pathlib import Path
 
 from extractors.base import LinkExtractor
 from graphstore.links import Link, as_links, decode_links, encode_links
+from graphstore.sqlite_file import rows_where_in
 
 CACHE_DIR_VARIABLE = "GRAPHSTORE_CACHE_DIR"
 """Where the cache lives (default `$XDG_CACHE_HOME/graphstore`, else `~/.cache/graphstore`);
@@ -95,13 +96,9 @@ class LinkCache:
             return found
         keys = [_key(setting, text) for text in texts]
         try:
-            rows: dict[bytes, str] = {}
-            for start in range(0, len(keys), 500):
-                chunk = keys[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                # Only "?" placeholders are formatted in; the keys are bound parameters.
-                query = f"SELECT key, links FROM links WHERE key IN ({marks})"  # noqa: S608
-                rows.update(db.execute(query, chunk).fetchall())
+            rows: dict[bytes, str] = dict(
+                rows_where_in(db, "SELECT key, links FROM links", "key", keys)
+            )
         except sqlite3.Error as error:
             self._give_up(error)
             return found

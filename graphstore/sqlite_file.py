@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from graphstore.errors import StoreOpenError
 from graphstore.redaction import redact
@@ -68,6 +69,22 @@ class OpenedFile:
     read_only: bool
     has_change_log: bool
     """False only for a read-only file written by version 1: readers then reload in full."""
+
+
+IN_CHUNK = 500
+"""Values per `IN (…)` list, below SQLite's bound-parameter limit."""
+
+
+def rows_where_in(
+    db: sqlite3.Connection, select: str, column: str, values: Sequence[object]
+) -> Iterator[tuple[Any, ...]]:
+    """The rows of `{select} WHERE {column} IN (values)`, asked `IN_CHUNK` values at a time.
+    `select` and `column` are the caller's own SQL; only "?" placeholders are formatted in,
+    and the values are bound parameters."""
+    for start in range(0, len(values), IN_CHUNK):
+        chunk = values[start : start + IN_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        yield from db.execute(f"{select} WHERE {column} IN ({marks})", chunk)
 
 
 def cause(error: sqlite3.Error, timeout: float) -> str:
