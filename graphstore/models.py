@@ -210,14 +210,12 @@ def folder_fingerprint(folder: str | Path) -> str:
     Hidden files and folders are left out: a cloned model's `.git` changes on every
     `git status`, and its `.git/lfs` holds a second copy of the weights."""
     root = Path(folder).resolve()
-    files = sorted(
-        path
-        for path in root.rglob("*")
-        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(root).parts)
-    )
+    names = sorted(path.relative_to(root) for path in root.rglob("*") if path.is_file())
+    visible = [name for name in names if not any(part.startswith(".") for part in name.parts)]
     listing = "\n".join(
-        f"{path.relative_to(root).as_posix()} {path.stat().st_size} {path.stat().st_mtime_ns}"
-        for path in files
+        f"{name.as_posix()} {status.st_size} {status.st_mtime_ns}"
+        for name in visible
+        for status in [(root / name).stat()]
     )
     return f"{root} {hashlib.sha256(listing.encode('utf-8', 'surrogateescape')).hexdigest()}"
 
