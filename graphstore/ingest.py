@@ -44,6 +44,7 @@ from graphstore.nodes import Node
 from graphstore.recorded_files import (
     check_ids_free,
     file_scopes,
+    other_names,
     recorded_within,
     scopes_of,
     stale,
@@ -114,7 +115,7 @@ def discover(
     an error depends on what the store holds from it (`check_found`)."""
     base = ingest_root(root)
     own = file_identities(store_files)
-    found: dict[str, tuple[Path, str]] = {}
+    found: dict[object, tuple[Path, str]] = {}
     skipped: list[str] = []
     for path in paths:
         if path.is_dir():
@@ -128,8 +129,9 @@ def discover(
             files = []
         if files == [path] and file_identity(path) in own:
             raise InvalidInputError(f"{path} is the store itself, not a document")
-        for file in files:
-            found.setdefault(os.path.abspath(file), (file, source_name(file, base)))
+        for file in files:  # one file reached by two names (a link) is read once
+            key = file_identity(file) or os.path.abspath(file)
+            found.setdefault(key, (file, source_name(file, base)))
     check_sources_differ(found.values())
     return Discovered(list(found.values()), sorted(set(skipped)))
 
@@ -285,7 +287,7 @@ class IngestReport:
     passages: int
     removed: int = 0
     """Stale passages deleted: of files gone from the paths ingested, past a file's end, or
-    of a file read under another root before."""
+    of a file read under another root or another name (a link to it) before."""
     cards: int = 0
     """Entity cards written."""
     removed_cards: int = 0
@@ -348,6 +350,8 @@ async def ingest(
     files, skipped = found
     read = [*(path for path, _ in files), *map(Path, card_files)]  # a card file is no text
     versions = {path: file_version(path) for path in read}
+    renamed = other_names(stored.values(), read)
+    before.update((node_id, file) for node_id, file in stored.items() if file in renamed)
     planned: dict[str, str] = {}
     for passage in read_all(files, max_chars):
         check_node(to_node(passage, set()))
@@ -375,6 +379,8 @@ async def ingest(
         total += len(batch)
         if on_batch:
             on_batch(len(batch))
-    gone = stale(before, written, unchanged_since(versions))
+    unchanged = unchanged_since(versions)
+    unchanged.update(old for old, name in renamed.items() if name in unchanged)
+    gone = stale(before, written, unchanged)
     removed = await store.adelete(gone) if gone else 0
     return IngestReport(files=len(files), passages=total, removed=removed, skipped=skipped)

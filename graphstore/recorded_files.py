@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from graphstore.errors import InvalidInputError
-from graphstore.splitting import FILE, passage_source, recorded_file, text_path
+from graphstore.splitting import FILE, file_identity, passage_source, recorded_file, text_path
 from graphstore.store import GraphStore
 
 
@@ -130,12 +130,30 @@ def same_file(one: str, other: str) -> bool:
         return False
 
 
+def other_names(recorded: Iterable[str], files: Iterable[Path]) -> dict[str, str]:
+    """The `recorded` files that are one of `files` under another name (a link to it or to
+    a folder above it, a hard link), each with the name `files` give it now.  Ingesting a
+    file by a new name makes its passages under the old one stale, so that the store holds
+    each file once (`ingest docs`, then `ingest dl` where `dl` links to `docs`, used to
+    store every file twice)."""
+    names = {recorded_file(path): path for path in files}
+    identities = {file_identity(path): name for name, path in names.items()}
+    identities.pop(None, None)
+    found = {}
+    for file in set(recorded) - names.keys():
+        name = identities.get(file_identity(text_path(file)))
+        if name is not None:
+            found[file] = name
+    return found
+
+
 def stale(before: Mapping[str, str], written: set[str], read: set[str]) -> list[str]:
     """The passages an ingest found recorded from files within its paths when it began
     (`before`) and did not write, whose file it read (the tail past its new end, or its
-    passages under an earlier root) or is no longer a file.  Only those: what another
-    process stored meanwhile is not this ingest's to remove, nor the passages of a file it
-    passed over that still exists (one in a hidden folder, ingested by name before)."""
+    passages under an earlier root or another name, `other_names`) or is no longer a file.
+    Only those: what another process stored meanwhile is not this ingest's to remove, nor
+    the passages of a file it passed over that still exists (one in a hidden folder,
+    ingested by name before)."""
     return sorted(
         passage_id
         for passage_id, file in before.items()

@@ -508,3 +508,28 @@ async def test_an_ingest_again_embeds_only_the_passages_whose_text_changed(backe
     other = GraphStore(OtherCountingEmbeddings("other"), backend)  # nothing to embed: refused
     with pytest.raises(InvalidInputError, match="embedded with keyed, not other"):
         await ingest(other, [tmp_path / "W"], linkers=[], root=tmp_path, max_chars=20)
+
+
+async def test_a_file_reached_by_another_name_is_stored_once(
+    backend: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ingest docs`, then `ingest dl` where `dl` links to `docs`, stored every file twice
+    (`docs/a.md#0` and `dl/a.md#0`), and so did `ingest docs dl`: now the file's passages
+    under the name read last replace those under the other, as under an earlier root, and
+    a hard link is the same file too."""
+    write(tmp_path / "docs" / "a.md", "Alpha.\n")
+    (tmp_path / "dl").symlink_to(tmp_path / "docs")
+    os.link(tmp_path / "docs" / "a.md", tmp_path / "hard.md")
+    store = GraphStore(KeyedEmbeddings(), backend)
+    monkeypatch.chdir(tmp_path)
+    assert (await ingest_paths(store, "docs")).removed == 0
+    assert (await ingest_paths(store, "dl")).removed == 1
+    assert await texts(store) == {"dl/a.md#0": "Alpha."}
+    report = await ingest_paths(store, "docs", "dl")
+    assert (report.files, report.removed) == (1, 1)
+    assert await texts(store) == {"docs/a.md#0": "Alpha."}
+    assert (await ingest_paths(store, "hard.md")).removed == 1
+    assert await texts(store) == {"hard.md#0": "Alpha."}
+    (tmp_path / "other.md").write_text("Alpha.\n", encoding="utf-8")  # a copy: another file
+    assert (await ingest_paths(store, "other.md")).removed == 0
+    assert await texts(store) == {"hard.md#0": "Alpha.", "other.md#0": "Alpha."}
