@@ -78,11 +78,13 @@ def check_json(value: Any, path: str, depth: int = 0) -> None:
 
 def canonical(value: Any) -> Any:
     """A filter value as filters compare it: 2 and 2.0 are the same number (also inside
-    dicts); True and 1 are not."""
+    dicts and their lists); True and 1 are not."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, Mapping):
         return {key: canonical(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [canonical(item) for item in value]
     return value
 
 

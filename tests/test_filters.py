@@ -362,6 +362,22 @@ async def test_changed_metadata_clears_what_the_filter_saw(backend: Storage):
     assert [hit.id for hit in await backend.search_hits(unit([1, 0, 0]), 5, ne)] == ["a"]
 
 
+async def test_a_number_in_a_list_in_a_dict_equals_it_written_either_way(backend: Storage):
+    """`{"n": {"v": [2]}}` did not find a stored `{"n": {"v": [2.0]}}` (nor the other way
+    round): numbers were made canonical inside dicts but not inside their lists."""
+    store = GraphStore(None, backend)
+    await store.aadd_nodes(
+        [
+            Node("float", "t", {"n": {"v": [2.0, {"w": 3.0}]}}),
+            Node("int", "t", {"n": {"v": [2, {"w": 3}]}}),
+        ],
+        vectors=[[1.0, 0.0], [1.0, 0.1]],
+    )
+    for value in ([2, {"w": 3}], [2.0, {"w": 3.0}], (2.0, {"w": 3})):
+        hits = await store.asimilarity_search([1.0, 0.0], k=5, filter={"n": {"v": value}})
+        assert sorted(hit.node.id for hit in hits) == ["float", "int"]
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
