@@ -8,7 +8,9 @@ first.  Here a linked passage inherits its parent's relevance in proportion to h
 the tag is: a tag carried by one passage (a title mention) passes all of it, a tag on
 a large share of the store (a common keyword) passes little.  Its own similarity fills the
 rest, and relevance never drops below that similarity, so a link can only raise a passage.
-Each hop after the first from a root passes on less (`hop_share`).
+Each hop after the first from a root passes on less (`hop_share`; the traversal counts the
+hops a passage's relevance travelled, so a root that a link raised passes on what it
+inherited damped as a passage one hop from a root would).
 A tag the passage shares (a keyword) rather than one that cites it (a mention) only brings
 new passages in: it raises none already found (`is_citation`).  A link of a structural kind
 (`STRUCTURAL_KINDS`: section paths) brings passages in at their own similarity: it passes

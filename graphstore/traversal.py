@@ -94,6 +94,11 @@ async def _read_hits(
     return hits
 
 
+Inherited = tuple[int, float]
+"""How many hops a candidate's relevance travelled, when more than its depth, and the
+relevance its own path gives it (`_Search.inherited`)."""
+
+
 def _carried(hits: Sequence[TagHit]) -> dict[str, Callable[[], Node]]:
     """The nodes that `hits` carry (`TagHit.node`), by id."""
     return {hit.id: hit.node for hit in hits if hit.node is not None}
@@ -232,14 +237,25 @@ class _Search:
         """Tags read (ahead or for an expansion) and not yet applied: their hits and size."""
         self.raised: dict[str, tuple[TagKey, ...]] = {}
         """Open candidates whose relevance a link found later raised: that link's path."""
+        self.inherited: dict[str, Inherited] = {}
+        """Candidates whose relevance came over more hops than their depth (a root that a
+        citation raised, and what it leads to): those hops, and the relevance their own path
+        gives them.  Damping counts the hops the relevance travelled, so a passage two hops
+        from the one like the query never inherits its relevance whole, whether or not the
+        passage between them is a root; and what a raised passage passes on is never less
+        than before the raise."""
 
     def _relevance(self, node_id: str) -> float:
         return 1.0 if node_id in self.anchors else self.selector.relevance(node_id)
 
     def _passed_on(self, node_id: str) -> float:
         """How much relevance `node_id` passes on over a tag (before the tag's weight)."""
-        share = hop_share(1.0, self.strategy.damping, self.reached[node_id].depth)
-        return share * self._relevance(node_id)
+        damping, depth = self.strategy.damping, self.reached[node_id].depth
+        relevance, inherited = self._relevance(node_id), self.inherited.get(node_id)
+        if inherited is None:
+            return hop_share(1.0, damping, depth) * relevance
+        hops, own = inherited
+        return max(hop_share(1.0, damping, hops) * relevance, hop_share(1.0, damping, depth) * own)
 
     async def run(self, initial_roots: Sequence[str]) -> list[Hit]:
         strategy = self.strategy
@@ -334,8 +350,9 @@ class _Search:
         self.visited.update(tags)
         pages = [self.pages.pop(tag) for tag in tags]
         # Per new candidate: its best relevance, its hit, the tag and the reach of the parent
-        # it came from over that tag, and that parent when the tag cites the candidate.
-        new: dict[str, tuple[float, TagHit, TagKey, _Reached, str | None]] = {}
+        # it came from over that tag, what it inherited over more hops than its depth
+        # (`inherited`), and that parent when the tag cites the candidate.
+        new: dict[str, tuple[float, TagHit, TagKey, _Reached, Inherited | None, str | None]] = {}
         reached, anchors, selector = self.reached, self.anchors, self.selector
         kinds = strategy.structural_kinds
         for tag, (tag_hits, size) in zip(tags, pages, strict=True):
@@ -345,39 +362,53 @@ class _Search:
                 parent = max(tag_carriers, key=self._passed_on)
             parent_relevance = self._relevance(parent)
             how = reached[parent]
-            structural = tag[0] in kinds
-            share = 0.0 if structural else hop_share(tag_weight(size), strategy.damping, how.depth)
+            weight = 0.0 if tag[0] in kinds else tag_weight(size)
+            inherited = self.inherited.get(parent)
+            hops = how.depth if inherited is None else inherited[0]
+            share = hop_share(weight, strategy.damping, hops)
+            own_share = hop_share(weight, strategy.damping, how.depth)
             for hit in tag_hits:
                 if hit.id == parent:  # reached from itself: nothing new
                     continue
                 relevance = path_relevance(parent_relevance, hit.similarity, share)
+                carried = None
+                if inherited is not None:
+                    own = path_relevance(inherited[1], hit.similarity, own_share)
+                    if relevance > own:
+                        carried = (hops + 1, own)
+                    else:
+                        relevance = own
                 known = reached.get(hit.id)
                 if known is None:
                     best = new.get(hit.id)
                     if best is None or relevance > best[0]:
                         cites = is_citation(tag, size, hit.outgoing, kinds)
-                        new[hit.id] = (relevance, hit, tag, how, parent if cites else None)
+                        new[hit.id] = (relevance, hit, tag, how, carried, parent if cites else None)
                     continue
                 if hit.id in anchors:
                     continue
                 if (
                     hit.id in selector
                     and is_citation(tag, size, hit.outgoing, kinds)
-                    and selector.raise_relevance(hit.id, relevance)
+                    and relevance > selector.relevance(hit.id)
                 ):
-                    self.raised[hit.id] = (*how.path, tag)
+                    self._inherit(hit.id, known, how.depth, carried)
+                    if selector.raise_relevance(hit.id, relevance):
+                        self.raised[hit.id] = (*how.path, tag)
                 if how.depth + 1 < known.depth:
                     reached[hit.id] = how.step(tag, hit)
         admitted = sorted(
             new.values(), key=lambda item: (-item[0], -item[1].similarity, item[1].id)
         )
         admitted = admitted[: strategy.max_candidates_per_step]
-        for _, hit, via, parent_reach, _ in admitted:
+        for _, hit, via, parent_reach, carried, _ in admitted:
             self.reached[hit.id] = parent_reach.step(via, hit)
+            if carried is not None:
+                self.inherited[hit.id] = carried
         if admitted:
             self.selector.add(
-                [hit.id for _, hit, _, _, _ in admitted],
-                np.array([hit.embedding for _, hit, _, _, _ in admitted]),
+                [hit.id for _, hit, _, _, _, _ in admitted],
+                np.array([hit.embedding for _, hit, _, _, _, _ in admitted]),
                 np.array([relevance for relevance, *_ in admitted], dtype=np.float32),
                 [cited_by for *_, cited_by in admitted],
             )
@@ -389,6 +420,20 @@ class _Search:
         ]
         if overdue:
             await self.expand(overdue)
+
+    def _inherit(
+        self, node_id: str, known: _Reached, parent_depth: int, carried: Inherited | None
+    ) -> None:
+        """Record how far the relevance that a citation is raising `node_id` to travelled:
+        one hop past its parent's (`carried`, or the parent's depth); when that is further
+        than `node_id`'s own path, what `node_id` held before the raise stays its own."""
+        hops = parent_depth + 1 if carried is None else carried[0]
+        if hops <= min(known.depth, parent_depth + 1):
+            self.inherited.pop(node_id, None)
+            return
+        before = self.inherited.get(node_id)
+        own = self.selector.relevance(node_id) if before is None else before[1]
+        self.inherited[node_id] = (hops, own)
 
     async def _read(self, tags: Sequence[TagKey]) -> None:
         """Make sure `tags` are in `pages`, reading in the same wave the unvisited tags of

@@ -137,6 +137,27 @@ async def test_a_second_hop_passes_on_less_than_the_first(backend):
     assert [h.node.id for h in undamped] == ["film", "director", "town"]
 
 
+async def test_a_second_hop_is_damped_when_the_bridge_is_also_a_root(backend):
+    """The bridge inherits the first passage's relevance whole; what it passes on to the
+    passage it names was damped only when the bridge was not among the roots: with the
+    default roots (every passage of a small store) the town two hops away inherited the
+    whole of it, tying with the passage like the query."""
+    nodes = {
+        "language": (Q, [Link.outgoing("mention", "author")]),
+        "author": (
+            norm([0.3, 1, 0]),
+            [Link.incoming("mention", "author"), Link.outgoing("mention", "town")],
+        ),
+        "town": ([0.0, 0.0, 1.0], [Link.incoming("mention", "town")]),
+    }
+    store = await build(backend, nodes)
+    expected = {"language": 1.0, "author": 1.0, "town": DEFAULT.damping}
+    for fetch_k in (1, 3):
+        hits = await store.asearch("q", k=3, fetch_k=fetch_k)
+        scores = {hit.node.id: hit.score for hit in hits}
+        assert scores == pytest.approx(expected, abs=1e-5), fetch_k
+
+
 async def test_each_tag_is_queried_once_per_search(backend):
     roots = {
         f"R{i}": (norm([1, 0.01 * i, 0]), [Link.bidir("kw", "hub"), Link.outgoing("kw", f"own{i}")])
