@@ -52,6 +52,15 @@ SEARCH_TYPES = (
 )
 
 
+def check_search_type(search_type: Any) -> None:
+    """A one-line error naming every search type (LangChain's own lists three, not `graph`
+    or the traversals)."""
+    if search_type not in SEARCH_TYPES:
+        raise InvalidInputError(
+            f"unknown search_type {search_type!r}; use one of {', '.join(SEARCH_TYPES)}"
+        )
+
+
 def _given_or_new_id(node_id: str | None) -> str:
     """`node_id`, or a new one when None (LangChain's "make an id"); an empty id stays empty
     for `check_node` to refuse: read as None, re-adding the text would duplicate it."""
@@ -316,12 +325,14 @@ class GraphStoreVectorStore(GraphVectorStore):
 
     def search(self, query: str, search_type: str, **kwargs: Any) -> list[Document]:
         """Any search type; `graph` is the default graph search."""
+        check_search_type(search_type)
         if search_type == "graph":
             return self.graph_search(query, **kwargs)
         return super().search(query, search_type, **kwargs)
 
     async def asearch(self, query: str, search_type: str, **kwargs: Any) -> list[Document]:
         """Async twin of `search`."""
+        check_search_type(search_type)
         if search_type == "graph":
             return await self.agraph_search(query, **kwargs)
         return await super().asearch(query, search_type, **kwargs)

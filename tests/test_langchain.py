@@ -279,6 +279,21 @@ def test_provenance_never_overwrites_a_documents_own_metadata(vectorstore):
     assert (reached.metadata["depth"], reached.metadata["via"]) == (1, ("kw", "t"))
 
 
+async def test_an_unknown_search_type_is_refused_naming_every_type(vectorstore):
+    """LangChain's own error listed three types, leaving out `graph` (the default) and the
+    traversals."""
+    message = (
+        "unknown search_type 'bogus'; use one of graph, similarity, "
+        "similarity_score_threshold, mmr, traversal, mmr_traversal"
+    )
+    with pytest.raises(InvalidInputError) as error:
+        vectorstore.search("alpha", "bogus")
+    assert str(error.value) == message
+    with pytest.raises(InvalidInputError) as error:
+        await vectorstore.asearch("alpha", "bogus")
+    assert str(error.value) == message
+
+
 async def test_mmr_search_by_vector_matches_the_search_by_text(vectorstore):
     vectorstore.add_texts(["alpha", "beta", "gamma"], ids=["a", "b", "c"])
     vector = vectorstore.embeddings.embed_query("alpha")
