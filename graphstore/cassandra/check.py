@@ -1,10 +1,10 @@
 """`check` and `stats` for the Cassandra layout: full scans of every table.
 
 `layout_problems` is a pure function of the scans, so every rule is visible in one place:
-each node has exactly one row per incoming tag, in the place its node row records (a delete
-looks only there), in a bucket readers query, carrying the node's current outgoing tags and
-filter terms; every tag row belongs to a stored node; the directory counts each hot tag's
-bucket rows exactly.
+each node row's filter terms are those of its metadata; each node has exactly one row per
+incoming tag, in the place its node row records (a delete looks only there), in a bucket
+readers query, carrying the node's current outgoing tags and filter terms; every tag row
+belongs to a stored node; the directory counts each hot tag's bucket rows exactly.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from graphstore.cassandra.queries import (
 from graphstore.cassandra.rows import tag_map, tag_set
 from graphstore.cassandra.session import Requests
 from graphstore.errors import StorageError
+from graphstore.filters import FilterValues
 from graphstore.links import TagKey, incoming_tags
 from graphstore.storage import StoreStats, decode_node
 
@@ -58,6 +59,11 @@ def layout_problems(
             continue
         placed = placements(incoming_tags(node.links), tag_map(tag_buckets))
         nodes[node_id] = (placed, tag_set(outgoing), frozenset(terms or ()))
+        if nodes[node_id][2] != FilterValues.of_metadata(node.metadata).terms:
+            problems.append(
+                f"node {node_id!r} carries filter terms that are not its metadata's (written "
+                "by an older graphstore?): filters may miss it; write it again to repair"
+            )
     rows: list[tuple[TagKey, int, str, Any, Any]] = []
     buckets: dict[TagKey, int] = {}
     for kind, tag, static, node_id, outgoing, terms in small_rows:
