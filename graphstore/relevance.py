@@ -19,6 +19,8 @@ no relevance.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from graphstore.links import TagKey
 
 STRUCTURAL_KINDS = frozenset({"hierarchy"})
@@ -57,6 +59,19 @@ def hop_share(weight: float, damping: float, parent_depth: int) -> float:
     0.0, inheriting a root's full relevance two hops away).  Damping only later hops keeps
     the first whole (damping every hop lost the bridge passages, `benchmarks/README.md`)."""
     return weight * damping**parent_depth
+
+
+def best_paths(paths: Iterable[tuple[int, float]]) -> tuple[tuple[int, float], ...]:
+    """Of the ways a relevance reached a passage, as (hops, relevance) pairs, those no other
+    way beats with as few hops and as much relevance, fewest hops first (so relevance rises
+    along them).  Which of them passes on the most depends on the passage it passes to
+    (`path_relevance` of each), so all are kept: a passage raised a little over more hops
+    still passes on what it held over fewer."""
+    kept: list[tuple[int, float]] = []
+    for hops, relevance in sorted(paths, key=lambda path: (path[0], -path[1])):
+        if not kept or relevance > kept[-1][1]:
+            kept.append((hops, relevance))
+    return tuple(kept)
 
 
 def path_relevance(parent: float, similarity: float, share: float) -> float:

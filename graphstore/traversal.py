@@ -22,7 +22,7 @@ from graphstore.filters import Condition, matches
 from graphstore.links import TagKey, outgoing_tags
 from graphstore.mmr import MmrSelector, Selection
 from graphstore.nodes import Candidate, Hit, Node, TagHit, Vector
-from graphstore.relevance import hop_share, is_citation, path_relevance, tag_weight
+from graphstore.relevance import best_paths, hop_share, is_citation, path_relevance, tag_weight
 from graphstore.storage import Storage
 from graphstore.strategy import MAX_K, Strategy
 
@@ -94,9 +94,9 @@ async def _read_hits(
     return hits
 
 
-Inherited = tuple[int, float]
-"""How many hops a candidate's relevance travelled, when more than its depth, and the
-relevance its own path gives it (`_Search.inherited`)."""
+Paths = tuple[tuple[int, float], ...]
+"""The ways a candidate's relevance reached it, as (hops, relevance) pairs, fewest hops
+first (`relevance.best_paths`); its relevance is the last one's (`_Search.inherited`)."""
 
 
 def _carried(hits: Sequence[TagHit]) -> dict[str, Callable[[], Node]]:
@@ -237,25 +237,37 @@ class _Search:
         """Tags read (ahead or for an expansion) and not yet applied: their hits and size."""
         self.raised: dict[str, tuple[TagKey, ...]] = {}
         """Open candidates whose relevance a link found later raised: that link's path."""
-        self.inherited: dict[str, Inherited] = {}
-        """Candidates whose relevance came over more hops than their depth (a root that a
-        citation raised, and what it leads to): those hops, and the relevance their own path
-        gives them.  Damping counts the hops the relevance travelled, so a passage two hops
+        self.inherited: dict[str, Paths] = {}
+        """Candidates whose relevance may have come over more hops than their depth (a root
+        that a citation raised, and what it leads to): every way it came that may still pass
+        on the most.  Damping counts the hops a relevance travelled, so a passage two hops
         from the one like the query never inherits its relevance whole, whether or not the
-        passage between them is a root; and what a raised passage passes on is never less
-        than before the raise."""
+        passage between them is a root; and since each way is kept, a raise never lowers
+        what a passage passes on."""
 
     def _relevance(self, node_id: str) -> float:
         return 1.0 if node_id in self.anchors else self.selector.relevance(node_id)
 
     def _passed_on(self, node_id: str) -> float:
         """How much relevance `node_id` passes on over a tag (before the tag's weight)."""
-        damping, depth = self.strategy.damping, self.reached[node_id].depth
-        relevance, inherited = self._relevance(node_id), self.inherited.get(node_id)
-        if inherited is None:
-            return hop_share(1.0, damping, depth) * relevance
-        hops, own = inherited
-        return max(hop_share(1.0, damping, hops) * relevance, hop_share(1.0, damping, depth) * own)
+        damping, paths = self.strategy.damping, self.inherited.get(node_id)
+        if paths is None:
+            return hop_share(1.0, damping, self.reached[node_id].depth) * self._relevance(node_id)
+        return max(hop_share(1.0, damping, hops) * relevance for hops, relevance in paths)
+
+    def _through(
+        self, paths: Paths, weight: float, similarity: float, depth: int
+    ) -> tuple[float, Paths | None]:
+        """The relevance of a passage with `similarity`, reached at `depth` over a tag of
+        `weight` from a parent whose relevance came by `paths`; and the ways it came, unless
+        that is only over its own path."""
+        damping = self.strategy.damping
+        found = best_paths(
+            (hops + 1, path_relevance(relevance, similarity, hop_share(weight, damping, hops)))
+            for hops, relevance in paths
+        )
+        relevance = found[-1][1]
+        return relevance, None if found == ((depth, relevance),) else found
 
     async def run(self, initial_roots: Sequence[str]) -> list[Hit]:
         strategy = self.strategy
@@ -352,7 +364,7 @@ class _Search:
         # Per new candidate: its best relevance, its hit, the tag and the reach of the parent
         # it came from over that tag, what it inherited over more hops than its depth
         # (`inherited`), and that parent when the tag cites the candidate.
-        new: dict[str, tuple[float, TagHit, TagKey, _Reached, Inherited | None, str | None]] = {}
+        new: dict[str, tuple[float, TagHit, TagKey, _Reached, Paths | None, str | None]] = {}
         reached, anchors, selector = self.reached, self.anchors, self.selector
         kinds = strategy.structural_kinds
         for tag, (tag_hits, size) in zip(tags, pages, strict=True):
@@ -363,21 +375,15 @@ class _Search:
             parent_relevance = self._relevance(parent)
             how = reached[parent]
             weight = 0.0 if tag[0] in kinds else tag_weight(size)
-            inherited = self.inherited.get(parent)
-            hops = how.depth if inherited is None else inherited[0]
-            share = hop_share(weight, strategy.damping, hops)
-            own_share = hop_share(weight, strategy.damping, how.depth)
+            paths = self.inherited.get(parent)
+            share = hop_share(weight, strategy.damping, how.depth)
             for hit in tag_hits:
                 if hit.id == parent:  # reached from itself: nothing new
                     continue
                 relevance = path_relevance(parent_relevance, hit.similarity, share)
                 carried = None
-                if inherited is not None:
-                    own = path_relevance(inherited[1], hit.similarity, own_share)
-                    if relevance > own:
-                        carried = (hops + 1, own)
-                    else:
-                        relevance = own
+                if paths is not None:
+                    relevance, carried = self._through(paths, weight, hit.similarity, how.depth + 1)
                 known = reached.get(hit.id)
                 if known is None:
                     best = new.get(hit.id)
@@ -392,7 +398,7 @@ class _Search:
                     and is_citation(tag, size, hit.outgoing, kinds)
                     and relevance > selector.relevance(hit.id)
                 ):
-                    self._inherit(hit.id, known, how.depth, carried)
+                    self._inherit(hit.id, known.depth, carried or ((how.depth + 1, relevance),))
                     if selector.raise_relevance(hit.id, relevance):
                         self.raised[hit.id] = (*how.path, tag)
                 if how.depth + 1 < known.depth:
@@ -421,19 +427,15 @@ class _Search:
         if overdue:
             await self.expand(overdue)
 
-    def _inherit(
-        self, node_id: str, known: _Reached, parent_depth: int, carried: Inherited | None
-    ) -> None:
-        """Record how far the relevance that a citation is raising `node_id` to travelled:
-        one hop past its parent's (`carried`, or the parent's depth); when that is further
-        than `node_id`'s own path, what `node_id` held before the raise stays its own."""
-        hops = parent_depth + 1 if carried is None else carried[0]
-        if hops <= min(known.depth, parent_depth + 1):
-            self.inherited.pop(node_id, None)
-            return
-        before = self.inherited.get(node_id)
-        own = self.selector.relevance(node_id) if before is None else before[1]
-        self.inherited[node_id] = (hops, own)
+    def _inherit(self, node_id: str, depth: int, paths: Paths) -> None:
+        """Add `paths`, the ways a citation is raising the relevance of `node_id` (at
+        `depth`), to those it came by, keeping every way that may still pass on the most."""
+        known = self.inherited.get(node_id, ((depth, self.selector.relevance(node_id)),))
+        found = best_paths((*known, *paths))
+        if len(found) == 1 and found[0][0] <= min(depth, paths[0][0]):
+            self.inherited.pop(node_id, None)  # one way, no longer than its own path
+        else:
+            self.inherited[node_id] = found
 
     async def _read(self, tags: Sequence[TagKey]) -> None:
         """Make sure `tags` are in `pages`, reading in the same wave the unvisited tags of

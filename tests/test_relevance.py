@@ -6,6 +6,7 @@ import pytest
 
 from graphstore.relevance import (
     STRUCTURAL_KINDS,
+    best_paths,
     hop_share,
     is_citation,
     path_relevance,
@@ -49,3 +50,10 @@ def test_only_hops_after_the_first_are_damped() -> None:
 def test_a_link_never_lowers_a_passage_below_its_own_similarity() -> None:
     assert path_relevance(0.2, 0.6, 1.0) == 0.6
     assert path_relevance(0.9, 0.1, 0.5) == pytest.approx(0.5)
+
+
+def test_best_paths_keeps_each_way_that_may_pass_on_the_most() -> None:
+    """A way with more hops is kept only with more relevance: fewer hops are damped less."""
+    paths = [(2, 0.92), (0, 0.6), (1, 0.8), (1, 0.7), (2, 0.75), (3, 0.9)]
+    assert best_paths(paths) == ((0, 0.6), (1, 0.8), (2, 0.92))
+    assert best_paths([(1, 0.5), (0, 0.5)]) == ((0, 0.5),)

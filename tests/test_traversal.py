@@ -158,6 +158,33 @@ async def test_a_second_hop_is_damped_when_the_bridge_is_also_a_root(backend):
         assert scores == pytest.approx(expected, abs=1e-5), fetch_k
 
 
+@pytest.mark.parametrize("fetch_k", [2, 5])
+async def test_a_citation_added_never_lowers_what_a_passage_passes_on(backend, fetch_k):
+    """Found in review: the bridge X, raised over one hop to 0.8, was raised again over two
+    hops to 0.92 by the added citation P -> X, and only the two-hop way was kept, so X
+    passed on 0.8² · 0.92 to Y (0.59, below its own 0.6) instead of 0.8 · 0.8."""
+    for cited in (False, True):
+        nodes = {
+            "A": (Q, [Link.outgoing("mention", "x"), Link.outgoing("mention", "p")]),
+            "X": (
+                norm([0.6, 0.8, 0]),
+                [Link.incoming("mention", "x"), Link.outgoing("mention", "y")]
+                + [Link.incoming("mention", "px")] * cited,
+            ),
+            "Z": (norm([0.1, 0, 0.995]), [Link.incoming("mention", "x")]),
+            "P": (
+                [0.0, 1.0, 0.0],
+                [Link.incoming("mention", "p")] + [Link.outgoing("mention", "px")] * cited,
+            ),
+            "Y": ([0.0, 0.0, 1.0], [Link.incoming("mention", "y")]),
+        }
+        store = await build(backend, nodes)
+        hits = await store.asearch("q", k=5, fetch_k=fetch_k)
+        x = 0.92 if cited else 0.8  # A passes X half its relevance; P, two hops, 0.8 of it
+        expected = {"A": 1.0, "P": 1.0, "X": x, "Y": 0.64, "Z": 0.55}
+        assert {hit.node.id: hit.score for hit in hits} == pytest.approx(expected, abs=1e-5)
+
+
 async def test_each_tag_is_queried_once_per_search(backend):
     roots = {
         f"R{i}": (norm([1, 0.01 * i, 0]), [Link.bidir("kw", "hub"), Link.outgoing("kw", f"own{i}")])
