@@ -129,9 +129,11 @@ def discover(
             files = []
         if files == [path] and file_identity(path) in own:
             raise InvalidInputError(f"{path} is the store itself, not a document")
-        for file in files:  # one file reached by two names (a link) is read once
+        for file in files:  # a file reached by two names is read once, not by a link if it can
             key = file_identity(file) or os.path.abspath(file)
-            found.setdefault(key, (file, source_name(file, base)))
+            kept = found.get(key)
+            if kept is None or (kept[0].is_symlink() and not file.is_symlink()):
+                found[key] = (file, source_name(file, base))
     check_sources_differ(found.values())
     return Discovered(list(found.values()), sorted(set(skipped)))
 
@@ -348,9 +350,12 @@ async def ingest(
     before = recorded_within(stored, scopes_of(paths))
     check_found(paths, found, before, [recorded_file(Path(file)) for file in card_files])
     files, skipped = found
-    read = [*(path for path, _ in files), *map(Path, card_files)]  # a card file is no text
+    texts, cards = [path for path, _ in files], [Path(file) for file in card_files]
+    read = [*texts, *cards]  # a card file is no text: what was stored from it as text is stale
     versions = {path: file_version(path) for path in read}
-    renamed = other_names(stored.values(), read)
+    # A file read under a new name leaves its passages under the old one stale; a card
+    # file's, as under its own name, only within the paths ingested.
+    renamed = other_names(stored.values(), texts) | other_names(before.values(), cards)
     before.update((node_id, file) for node_id, file in stored.items() if file in renamed)
     planned: dict[str, str] = {}
     for passage in read_all(files, max_chars):

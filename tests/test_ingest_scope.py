@@ -533,3 +533,47 @@ async def test_a_file_reached_by_another_name_is_stored_once(
     (tmp_path / "other.md").write_text("Alpha.\n", encoding="utf-8")  # a copy: another file
     assert (await ingest_paths(store, "other.md")).removed == 0
     assert await texts(store) == {"hard.md#0": "Alpha.", "other.md#0": "Alpha."}
+
+
+def test_a_card_folder_reached_by_a_link_keeps_what_its_own_name_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found in review: `ingest book --cards nl` (nl -> notes) removed the passage stored
+    from `notes/alice.md` as text by an earlier `ingest notes`, which `--cards notes` keeps:
+    only what an ingest's own paths hold is its to remove."""
+    write(tmp_path / "notes" / "alice.md", "---\nname: Alice\n---\nAlice reads letters.\n")
+    write(tmp_path / "book" / "ch1.md", "Alice wrote a letter.\n")
+    (tmp_path / "nl").symlink_to(tmp_path / "notes")
+    monkeypatch.chdir(tmp_path)
+    for cards in ("notes", "nl"):
+        Path("s.db").unlink(missing_ok=True)
+        assert main(["--store", "s.db", "ingest", "notes", "--links", "none"]) == 0
+        assert main(["--store", "s.db", "ingest", "book", "--cards", cards, "--links", "none"]) == 0
+        assert "removed 0 stale passages" in capsys.readouterr().out
+        store = GraphStore(None, EmbeddedStorage("s.db"))
+        ids = sorted(run_sync(store.anode_ids()))
+        run_sync(store.aclose())
+        assert ids == ["book/ch1.md#0", "card:alice", "notes/alice.md#0"], cards
+
+
+def test_a_file_is_stored_under_its_own_name_and_deleted_by_either(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found in review: a link in the folder that sorted first (`a_alias.md -> z.md`) gave
+    the file its name, and `delete dl` (dl -> docs) said nothing was ingested from dl."""
+    write(tmp_path / "docs" / "z.md", "Zebra.\n")
+    (tmp_path / "docs" / "a_alias.md").symlink_to(tmp_path / "docs" / "z.md")
+    (tmp_path / "dl").symlink_to(tmp_path / "docs")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--store", "s.db", "ingest", "docs", "--links", "none"]) == 0
+    store = GraphStore(None, EmbeddedStorage("s.db"))
+    assert run_sync(store.anode_ids()) == ["docs/z.md#0"]
+    capsys.readouterr()
+    assert main(["--store", "s.db", "delete", "dl/z.md"]) == 0
+    assert "removed 1 passage" in capsys.readouterr().out
+    assert run_sync(store.anode_ids()) == []
+    assert main(["--store", "s.db", "ingest", "dl", "--links", "none"]) == 0
+    assert run_sync(store.anode_ids()) == ["dl/z.md#0"]
+    assert main(["--store", "s.db", "delete", "docs"]) == 0
+    assert run_sync(store.anode_ids()) == []
+    run_sync(store.aclose())
