@@ -16,14 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from graphstore.errors import InvalidInputError
-from graphstore.splitting import (
-    FILE,
-    file_identity,
-    passage_source,
-    path_text,
-    recorded_file,
-    text_path,
-)
+from graphstore.splitting import FILE, file_identity, passage_source, recorded_file, text_path
 from graphstore.store import GraphStore
 
 
@@ -74,29 +67,19 @@ async def stored_files(store: GraphStore) -> dict[str, str]:
 
 
 def ingested_from(recorded: Mapping[str, str], paths: Sequence[Path]) -> list[str]:
-    """The ids in `recorded` (id -> recorded file) ingested from files within `paths`, by
-    the names given or by the files' own (a link to a folder names the files ingested
-    from the folder, and the other way round, as for an ingest), or a one-line error naming
-    a path nothing was ingested from (a typo deletes nothing)."""
-    real = {file: real_name(file) for file in set(recorded.values())}
+    """The ids in `recorded` (id -> recorded file) ingested from files within `paths`, named
+    as they were ingested or through a link to them (`delete dl`, where `dl` links to the
+    folder `docs` ingested), or a one-line error naming a path nothing was ingested from (a
+    typo deletes nothing).  A recorded name is never resolved through the links there are
+    now: a link since pointed elsewhere would make it another file's."""
     found: set[str] = set()
     for path in paths:
         within = recorded_within(recorded, file_scopes(path))
-        real_scopes = file_scopes(Path(os.path.realpath(path)))
-        within.update(
-            (node_id, file)
-            for node_id, file in recorded.items()
-            if any(covers(covered, real[file]) for covered in real_scopes)
-        )
+        within.update(recorded_within(recorded, file_scopes(Path(os.path.realpath(path)))))
         if not within:
             raise InvalidInputError(f"nothing in the store was ingested from {path}")
         found.update(within)
     return sorted(found)
-
-
-def real_name(recorded: str) -> str:
-    """The recorded file's own name: its path with every link on the way resolved."""
-    return path_text(os.path.realpath(text_path(recorded)))
 
 
 def is_gone(recorded: str) -> bool:

@@ -393,15 +393,16 @@ class _Search:
                     continue
                 if hit.id in anchors:
                     continue
-                if (
-                    hit.id in selector
-                    and is_citation(tag, size, hit.outgoing, kinds)
-                    and relevance > selector.relevance(hit.id)
-                ):
-                    self._inherit(hit.id, known.depth, carried or ((how.depth + 1, relevance),))
+                current, depth = selector.relevance(hit.id), how.depth + 1
+                if relevance > current and is_citation(tag, size, hit.outgoing, kinds):
+                    self._inherit(hit.id, known.depth, carried or ((depth, relevance),))
                     if selector.raise_relevance(hit.id, relevance):
                         self.raised[hit.id] = (*how.path, tag)
-                if how.depth + 1 < known.depth:
+                elif depth < known.depth or hit.id in self.inherited:
+                    # A way in fewer hops, which raises nothing but may pass on more.
+                    ways = carried or ((depth, relevance),)
+                    self._inherit(hit.id, known.depth, tuple((h, min(r, current)) for h, r in ways))
+                if depth < known.depth:
                     reached[hit.id] = how.step(tag, hit)
         admitted = sorted(
             new.values(), key=lambda item: (-item[0], -item[1].similarity, item[1].id)
@@ -428,8 +429,11 @@ class _Search:
             await self.expand(overdue)
 
     def _inherit(self, node_id: str, depth: int, paths: Paths) -> None:
-        """Add `paths`, the ways a citation is raising the relevance of `node_id` (at
-        `depth`), to those it came by, keeping every way that may still pass on the most."""
+        """Add `paths`, ways a parent found to `node_id` (at `depth` until then), to those
+        its relevance came by, keeping every way that may still pass on the most: a way
+        that raises it, or one in fewer hops (a node first found two hops from a root and
+        then one hop from another passes on its relevance as having come two hops, and what
+        the shorter way gives it as having come one)."""
         known = self.inherited.get(node_id, ((depth, self.selector.relevance(node_id)),))
         found = best_paths((*known, *paths))
         if len(found) == 1 and found[0][0] <= min(depth, paths[0][0]):

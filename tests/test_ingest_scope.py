@@ -556,24 +556,31 @@ def test_a_card_folder_reached_by_a_link_keeps_what_its_own_name_keeps(
         assert ids == ["book/ch1.md#0", "card:alice", "notes/alice.md#0"], cards
 
 
-def test_a_file_is_stored_under_its_own_name_and_deleted_by_either(
+def test_a_file_is_stored_under_its_own_name_and_deleted_through_a_link(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Found in review: a link in the folder that sorted first (`a_alias.md -> z.md`) gave
-    the file its name, and `delete dl` (dl -> docs) said nothing was ingested from dl."""
+    the file its name, and `delete dl/z.md` (dl -> docs) said nothing was ingested from it.
+    A recorded name is not resolved through today's links: `L` pointed from `d1` to `d2`
+    after `ingest L` must not make `delete d2` take what came from `d1`."""
     write(tmp_path / "docs" / "z.md", "Zebra.\n")
     (tmp_path / "docs" / "a_alias.md").symlink_to(tmp_path / "docs" / "z.md")
     (tmp_path / "dl").symlink_to(tmp_path / "docs")
     monkeypatch.chdir(tmp_path)
-    assert main(["--store", "s.db", "ingest", "docs", "--links", "none"]) == 0
     store = GraphStore(None, EmbeddedStorage("s.db"))
+    assert main(["--store", "s.db", "ingest", "docs", "--links", "none"]) == 0
     assert run_sync(store.anode_ids()) == ["docs/z.md#0"]
     capsys.readouterr()
     assert main(["--store", "s.db", "delete", "dl/z.md"]) == 0
     assert "removed 1 passage" in capsys.readouterr().out
     assert run_sync(store.anode_ids()) == []
-    assert main(["--store", "s.db", "ingest", "dl", "--links", "none"]) == 0
-    assert run_sync(store.anode_ids()) == ["dl/z.md#0"]
-    assert main(["--store", "s.db", "delete", "docs"]) == 0
-    assert run_sync(store.anode_ids()) == []
+    write(tmp_path / "d1" / "a.md", "One.\n")
+    write(tmp_path / "d1" / "b.md", "Bee.\n")
+    write(tmp_path / "d2" / "a.md", "Two.\n")
+    (tmp_path / "L").symlink_to(tmp_path / "d1")
+    assert main(["--store", "s.db", "ingest", "L", "d2", "--links", "none"]) == 0
+    (tmp_path / "L").unlink()
+    (tmp_path / "L").symlink_to(tmp_path / "d2")
+    assert main(["--store", "s.db", "delete", "d2"]) == 0
+    assert sorted(run_sync(store.anode_ids())) == ["L/a.md#0", "L/b.md#0"]
     run_sync(store.aclose())

@@ -185,6 +185,52 @@ async def test_a_citation_added_never_lowers_what_a_passage_passes_on(backend, f
         assert {hit.node.id: hit.score for hit in hits} == pytest.approx(expected, abs=1e-5)
 
 
+async def test_a_way_in_fewer_hops_passes_on_as_fewer_hops(backend):
+    """Found in review: X, found two hops from the root A (relevance 0.267) and then one hop
+    from the root R (which gives it only 0.225), passed on 0.267 as if it had come one hop;
+    once a citation A -> R raised R (and through it X, to 0.29 over two hops), X passed on
+    less than before, 0.8² · 0.29 < 0.8 · 0.267.  Each way now keeps its own hops."""
+
+    def axis(i: int) -> list[float]:
+        return [1.0 if j == i else 0.0 for j in range(9)]
+
+    scores = []
+    for cited in (False, True):
+        out, into = Link.outgoing, Link.incoming
+        nodes = {
+            "A": (axis(0), [out("mention", "b")] + [out("mention", "rz")] * cited),
+            "R": (
+                [0.45, (1 - 0.45**2) ** 0.5, 0, 0, 0, 0, 0, 0, 0],
+                [out("mention", "x3")] + [into("mention", "rz")] * cited,
+            ),
+            "Z": (axis(8), [into("mention", "rz")] * cited),
+            "B": (axis(2), [into("mention", "b"), out("mention", "x")]),
+            "X": (
+                axis(3),
+                [
+                    into("mention", "x"),
+                    into("mention", "x3"),
+                    out("mention", "y"),
+                ],
+            ),
+            "X2": (axis(4), [into("mention", "x")]),
+            "X4": (axis(7), [into("mention", "x")]),
+            "X3": (axis(5), [into("mention", "x3")]),
+            "Y": (axis(6), [into("mention", "y")]),
+        }
+        vectors = {"q": axis(0)} | {f"text {i}": v for i, (v, _) in nodes.items()}
+        store = GraphStore(KeyedEmbeddings(vectors), backend)
+        await store.aadd_nodes(
+            Node(i, f"text {i}", {}, frozenset(links)) for i, (_, links) in nodes.items()
+        )
+        hits = await store.asearch("q", k=len(nodes), fetch_k=2, lambda_mult=1.0)
+        scores.append({hit.node.id: hit.score for hit in hits})
+        await store.adelete(list(nodes))
+    assert scores[0]["Y"] == pytest.approx(0.8 * 0.45 / 2, abs=1e-5)  # one hop from R
+    assert scores[1]["X"] == pytest.approx(0.29, abs=1e-5)
+    assert scores[1]["Y"] == pytest.approx(0.8**2 * 0.29, abs=1e-5)  # X's raise, two hops
+
+
 async def test_each_tag_is_queried_once_per_search(backend):
     roots = {
         f"R{i}": (norm([1, 0.01 * i, 0]), [Link.bidir("kw", "hub"), Link.outgoing("kw", f"own{i}")])
