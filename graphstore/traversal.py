@@ -239,11 +239,11 @@ class _Search:
         """Open candidates whose relevance a link found later raised: that link's path."""
         self.inherited: dict[str, Paths] = {}
         """Candidates whose relevance may have come over more hops than their depth (a root
-        that a citation raised, and what it leads to): every way it came that may still pass
-        on the most.  Damping counts the hops a relevance travelled, so a passage two hops
-        from the one like the query never inherits its relevance whole, whether or not the
-        passage between them is a root; and since each way is kept, a raise never lowers
-        what a passage passes on."""
+        that a citation raised, a passage found again in fewer hops, and what they lead to):
+        every way it came that may still pass on the most.  Damping counts the hops a
+        relevance travelled, so a passage two hops from the one like the query never
+        inherits its relevance whole, whether or not the passage between them is a root; and
+        since each way is kept, a raise never lowers what a passage passes on."""
 
     def _relevance(self, node_id: str) -> float:
         return 1.0 if node_id in self.anchors else self.selector.relevance(node_id)
@@ -395,13 +395,14 @@ class _Search:
                     continue
                 current, depth = selector.relevance(hit.id), how.depth + 1
                 if relevance > current and is_citation(tag, size, hit.outgoing, kinds):
-                    self._inherit(hit.id, known.depth, carried or ((depth, relevance),))
+                    ways = carried or ((depth, relevance),)
+                    self._inherit(hit.id, known.depth, min(known.depth, depth), ways)
                     if selector.raise_relevance(hit.id, relevance):
                         self.raised[hit.id] = (*how.path, tag)
                 elif depth < known.depth or hit.id in self.inherited:
                     # A way in fewer hops, which raises nothing but may pass on more.
-                    ways = carried or ((depth, relevance),)
-                    self._inherit(hit.id, known.depth, tuple((h, min(r, current)) for h, r in ways))
+                    ways = tuple((h, min(r, current)) for h, r in carried or ((depth, relevance),))
+                    self._inherit(hit.id, known.depth, min(known.depth, depth), ways)
                 if depth < known.depth:
                     reached[hit.id] = how.step(tag, hit)
         admitted = sorted(
@@ -428,15 +429,15 @@ class _Search:
         if overdue:
             await self.expand(overdue)
 
-    def _inherit(self, node_id: str, depth: int, paths: Paths) -> None:
-        """Add `paths`, ways a parent found to `node_id` (at `depth` until then), to those
-        its relevance came by, keeping every way that may still pass on the most: a way
-        that raises it, or one in fewer hops (a node first found two hops from a root and
-        then one hop from another passes on its relevance as having come two hops, and what
-        the shorter way gives it as having come one)."""
+    def _inherit(self, node_id: str, depth: int, depth_after: int, paths: Paths) -> None:
+        """Add `paths`, ways a parent found to `node_id` (at `depth` until then, at
+        `depth_after` from now on), to those its relevance came by, keeping every way that
+        may still pass on the most: a way that raises it, or one in fewer hops (a node first
+        found two hops from a root and then one hop from another passes on its relevance as
+        having come two hops, and what the shorter way gives it as having come one)."""
         known = self.inherited.get(node_id, ((depth, self.selector.relevance(node_id)),))
         found = best_paths((*known, *paths))
-        if len(found) == 1 and found[0][0] <= min(depth, paths[0][0]):
+        if len(found) == 1 and found[0][0] <= depth_after:
             self.inherited.pop(node_id, None)  # one way, no longer than its own path
         else:
             self.inherited[node_id] = found
