@@ -74,8 +74,8 @@ def ingested_from(recorded: Mapping[str, str], paths: Sequence[Path]) -> list[st
     now: a link since pointed elsewhere would make it another file's."""
     found: set[str] = set()
     for path in paths:
-        within = recorded_within(recorded, file_scopes(path))
-        within.update(recorded_within(recorded, file_scopes(Path(os.path.realpath(path)))))
+        scopes = {*file_scopes(path), *file_scopes(Path(os.path.realpath(path)))}
+        within = recorded_within(recorded, list(scopes))
         if not within:
             raise InvalidInputError(f"nothing in the store was ingested from {path}")
         found.update(within)
