@@ -143,6 +143,8 @@ def other_names(recorded: Iterable[str], files: Iterable[Path]) -> dict[str, str
     names = {recorded_file(path): path for path in files}
     identities = {file_identity(path): name for name, path in names.items()}
     identities.pop(None, None)
+    if not identities:  # nothing read (no card files, say): no file to look at
+        return {}
     found = {}
     for file in set(recorded) - names.keys():
         name = identities.get(file_identity(text_path(file)))
