@@ -251,8 +251,9 @@ class _Index:
             scores[self.free] = -np.inf
         current = {k: v for k, v in self._scored.items() if v.version == self.version}
         self._scored = dict(list(current.items())[1 - MEMO_QUERIES :]) if current else {}
-        self._scored[vector.tobytes()] = _QueryScores(self.version, scores, len(self.slot_of))
-        return self._scored[vector.tobytes()]
+        scored = _QueryScores(self.version, scores, len(self.slot_of))
+        self._scored[vector.tobytes()] = scored
+        return scored
 
     def nearest(
         self, vector: Vector, k: int, tag: TagKey | None, allowed: Mask | None
