@@ -7,7 +7,9 @@ chapter 29 on.  The splitters record the chapter number of each passage (metadat
 
 from __future__ import annotations
 
+import html
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -49,13 +51,29 @@ TENS = {
         ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], start=2
     )
 }
+UNIT_WORDS = "one|two|three|four|five|six|seven|eight|nine"
+BELOW_HUNDRED = (
+    rf"(?:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[- ](?:{UNIT_WORDS}))?"
+    rf"|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen"
+    rf"|{UNIT_WORDS})"
+)
+BELOW_THOUSAND = (
+    rf"(?:(?:{UNIT_WORDS})[- ]hundred(?:[- ](?:and[- ])?{BELOW_HUNDRED})?|{BELOW_HUNDRED})"
+)
+NUMBER_WORDS = rf"{BELOW_THOUSAND}(?:[- ]thousand(?:[- ](?:and[- ])?{BELOW_THOUSAND})?)?"
+"""A number written in English words below a million (`Twenty-One`, `One Hundred and
+Five`): the longest such phrase, so that `Chapter One Hundred` is 100, not 1."""
+WORDS_NUMBER = re.compile(NUMBER_WORDS)
 NUMBER = re.compile(
-    r"^\s*(?:第\s*([〇零一二三四五六七八九十百千两\d]+)\s*[回章卷节]"
-    r"|chapter\s+(\d+|[a-z]+(?:[- ](?:one|two|three|four|five|six|seven|eight|nine))?)\b)",
+    r"^\s*[*_`~]*\s*(?:第\s*([〇零一二三四五六七八九十百千两\d]+)\s*[回章]"
+    rf"|chapter\s+(\d+|{NUMBER_WORDS}|[a-z]+)\b)",
     re.IGNORECASE,
 )
-"""The number of a chapter heading: 第二十七回 (also 章, 卷, 节) or `Chapter 12` (also
-`Chapter XII`, `Chapter Twelve`)."""
+"""The number of a chapter heading: 第二十七回 (also 章) or `Chapter 12` (also `Chapter
+XII`, `Chapter Twelve`), after any emphasis or code marks (`**Chapter 2**`); matched in
+NFKC form with character references resolved (`第１２章`, `Chapter&nbsp;6`).  A volume (卷)
+holds chapters and a section (节) is part of one: neither starts a chapter, so in 第一卷 ›
+第三章 › 第一节 the passage is in chapter 3."""
 HEADING_END = re.compile(r"[\s:：.．、,，;；!！?？—–\-·(（]|$")
 """What follows a chapter's number on a plain-text heading line: a space, a punctuation
 mark or the line's end (`第二章：重逢`, `Chapter 2: The Storm`), so that a line of prose
@@ -67,9 +85,9 @@ ROMAN_VALUES = {"m": 1000, "d": 500, "c": 100, "l": 50, "x": 10, "v": 5, "i": 1}
 def chinese_number(text: str) -> int | None:
     """The value of a number in Chinese numerals (二十七 → 27, 一百零三 → 103, 一〇三 →
     103) or Arabic digits, or None when `text` is not one."""
-    if text.isascii():
-        return int(text) if text.isdigit() else None
-    if any(char not in DIGITS and char not in UNITS for char in text):
+    if text.isdecimal():  # also full-width digits: 第１２章
+        return int(text)
+    if not text or any(char not in DIGITS and char not in UNITS for char in text):
         return None
     if not any(char in UNITS for char in text):  # digit by digit: 一〇三
         return int("".join(str(DIGITS[char]) for char in text))
@@ -85,24 +103,38 @@ def chinese_number(text: str) -> int | None:
 
 def english_number(text: str) -> int | None:
     """The value of a chapter number written in English: digits, a Roman numeral in capitals
-    (`XII`: in lower case too many words read as one, `mix`, `did`) or words up to
-    ninety-nine (`Twelve`, `Twenty-One`), else None."""
-    if text.isascii() and text.isdigit():
+    (`XII`: in lower case too many words read as one, `mix`, `did`) or words below a
+    million (`Twelve`, `Twenty-One`, `One Hundred and Five`), else None."""
+    if text.isdecimal():
         return int(text)
     lower = text.lower()
     if text.isupper() and ROMAN.fullmatch(lower):
         values = [ROMAN_VALUES[char] for char in lower]
         after = [*values[1:], 0]
         return sum(-v if v < next_value else v for v, next_value in zip(values, after, strict=True))
-    tens, _, unit = lower.replace("-", " ").partition(" ")
-    if unit:
-        return TENS[tens] + WORDS[unit] if tens in TENS and unit in WORDS else None
-    return WORDS.get(tens, TENS.get(tens))
+    if not WORDS_NUMBER.fullmatch(lower):
+        return None
+    total, current = 0, 0
+    for word in re.split(r"[- ]", lower):
+        if word == "thousand":
+            total, current = total + current * 1000, 0
+        elif word == "hundred":
+            current *= 100
+        elif word != "and":
+            current += WORDS.get(word) or TENS[word]
+    return total + current
+
+
+def _number_match(heading: str) -> tuple[str, re.Match[str] | None]:
+    """`heading` as chapter numbers are read in it (NFKC, character references resolved)
+    and the `NUMBER` match at its start."""
+    normalized = unicodedata.normalize("NFKC", html.unescape(heading))
+    return normalized, NUMBER.match(normalized)
 
 
 def chapter_number(heading: str) -> int | None:
     """The chapter a heading starts (`第二十七回 尸魔三戏唐三藏` → 27), else None."""
-    match = NUMBER.match(heading)
+    _, match = _number_match(heading)
     return None if match is None else _value(match)
 
 
@@ -116,21 +148,43 @@ def _value(match: re.Match[str]) -> int | None:
 def is_chapter_heading(line: str) -> bool:
     """Whether a line of plain text is a chapter heading: it starts with a chapter's number
     (`chapter_number`) followed by a space, a punctuation mark or nothing (`HEADING_END`)."""
-    match = NUMBER.match(line)
+    normalized, match = _number_match(line)
     return (
         match is not None
-        and HEADING_END.match(line, match.end()) is not None
+        and HEADING_END.match(normalized, match.end()) is not None
         and _value(match) is not None
     )
 
 
 def section_chapter(section: Sequence[str]) -> int | None:
-    """The chapter of a passage: the number of the innermost chapter heading of its path."""
+    """The number of the innermost chapter heading of a section path, else None."""
     for heading in reversed(section):
         number = chapter_number(heading)
         if number is not None:
             return number
     return None
+
+
+def passage_chapters(sections: Sequence[Sequence[str]]) -> list[int | None]:
+    """The chapter of each passage of a document, from their section paths in order.
+
+    A passage is in the chapter of the innermost chapter heading of its path, else in the
+    last chapter before it: an unnumbered heading after a chapter (`# Epilogue`, a volume's
+    introduction) stays in it, as a line of plain text does.  Before the first chapter
+    heading it is in chapter 0, a prologue in every chapter's past, when that chapter is the
+    first (0 or 1); otherwise in that chapter, since a file that starts at chapter 5 is part
+    of a book, and what comes before its heading (front matter, an epigraph) is chapter 5's.
+    A document without chapter headings has no chapters."""
+    own = [section_chapter(section) for section in sections]
+    first = next((chapter for chapter in own if chapter is not None), None)
+    if first is None:
+        return own
+    current = first if first > 1 else 0
+    chapters: list[int | None] = []
+    for chapter in own:
+        current = current if chapter is None else chapter
+        chapters.append(current)
+    return chapters
 
 
 def check_chapter(name: str, chapter: Any) -> int:

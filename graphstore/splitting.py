@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from graphstore.chapters import is_chapter_heading, section_chapter
+from graphstore.chapters import is_chapter_heading, passage_chapters
 from graphstore.errors import InvalidArgumentError, InvalidInputError
 from graphstore.markdown import MarkdownMarkup, passage_markups, prose_lines
 
@@ -109,9 +109,9 @@ class Passage:
     markup: str | MarkdownMarkup | None = None
     """The passage's own markup, for its hyperlinks: its HTML for an HTML page, its Markdown
     as it reads in its file (`markdown.passage_markups`), None for text."""
-    prologue: bool = False
-    """Before the first chapter heading of a document that has chapters (front matter, a
-    楔子): chapter 0, so that a search as of any chapter finds it."""
+    chapter: int | None = None
+    """The number of the chapter it is in (`chapters.passage_chapters`), None in a document
+    without chapter headings."""
     file: str = ""
     """The absolute path of the file it was split from (`recorded_file`), "" when unknown."""
 
@@ -119,12 +119,6 @@ class Passage:
     def id(self) -> str:
         """Stable across runs, so re-ingesting a file overwrites rather than duplicates."""
         return f"{self.source}#{self.position}"
-
-    @property
-    def chapter(self) -> int | None:
-        """The number of the chapter the passage is in (its innermost chapter heading), 0
-        for a prologue."""
-        return 0 if self.prologue else section_chapter(self.section)
 
 
 def passage_source(node_id: str) -> str | None:
@@ -336,7 +330,7 @@ def _pack_sections(
     for section, lines in sections:
         for chunk in pack(_paragraphs("\n".join(lines)), max_chars):
             passages.append(Passage(source, len(passages), chunk, section))
-    return with_prologue(passages)
+    return with_chapters(passages)
 
 
 def markdown_heading(line: str) -> tuple[int, str] | None:
@@ -352,19 +346,65 @@ def markdown_heading(line: str) -> tuple[int, str] | None:
     return (marks, title) if title else None
 
 
+SETEXT_UNDERLINE = re.compile(r" {0,3}(?:=+|-+)[ \t]*")
+"""A setext heading's underline: `===` (level 1) or `---` (level 2) under a paragraph."""
+OTHER_BLOCK = re.compile(r" {4}| {0,3}(?:[>#<|]|[-*+][ \t]|\d{1,9}[.)][ \t])")
+"""The start of a block that is not a paragraph (indented code, a quote, HTML, a table row,
+a list item): no underline below it makes a heading."""
+
+
+def front_matter_length(text: str) -> int:
+    """How many lines a YAML front matter block takes at the start of `text` (from `---` to
+    `---` or `...`), else 0: metadata, in which no line is a heading."""
+    lines = text.split("\n")
+    if lines[0].rstrip() != "---":
+        return 0
+    for number, line in enumerate(lines[1:], 1):
+        if line.rstrip() in ("---", "..."):
+            return number + 1
+    return 0
+
+
+def markdown_headings(text: str) -> Iterator[tuple[str, tuple[int, str] | None, int]]:
+    """Each line of a Markdown text with the heading it ends, if any, as `(level, title)`,
+    and how many lines before it the heading takes: the paragraph a setext underline makes
+    a heading of (CommonMark), 0 for an ATX heading.  No heading is looked for in a code
+    fence or the front matter."""
+    front = front_matter_length(text)
+    paragraph: list[str] = []
+    blocked = False  # inside a block that is not a paragraph, until a blank line
+    for number, (line, prose) in enumerate(prose_lines(text)):
+        atx = markdown_heading(line) if prose and number >= front else None
+        if atx or not prose or number < front or not line.strip():
+            paragraph, blocked = [], False
+            yield line, atx, 0
+        elif paragraph and SETEXT_UNDERLINE.fullmatch(line):
+            title = " ".join(part.strip() for part in paragraph)
+            yield line, (1 if "=" in line else 2, title), len(paragraph)
+            paragraph = []
+        else:
+            if not (blocked or paragraph) and OTHER_BLOCK.match(line):
+                blocked = True
+            if not blocked:
+                paragraph.append(line)
+            yield line, None, 0
+
+
 def split_markdown(source: str, text: str, max_chars: int) -> list[Passage]:
     """Markdown: one run of passages per section, headings (outside code fences) as the path."""
     check_max_chars(max_chars)
     sections: list[tuple[tuple[str, ...], list[str]]] = [((), [])]
     path: list[str] = []
-    for line, prose in prose_lines(text):
-        heading = markdown_heading(line) if prose else None
-        if heading:
-            level, title = heading
-            path = [*path[: level - 1], title]
-            sections.append((tuple(path), [line]))
-        else:
+    for line, heading, taken in markdown_headings(text):
+        if heading is None:
             sections[-1][1].append(line)
+            continue
+        level, title = heading
+        lines = sections[-1][1]
+        title_lines = lines[len(lines) - taken :]
+        del lines[len(lines) - taken :]
+        path = [*path[: level - 1], title]
+        sections.append((tuple(path), [*title_lines, line]))
     passages = _pack_sections(source, sections, max_chars)
     markups = passage_markups(text, [passage.text for passage in passages])
     return [replace(p, markup=markup) for p, markup in zip(passages, markups, strict=True)]
@@ -480,7 +520,7 @@ def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
             for number, piece in enumerate(pack([block.text], max_chars)):
                 blocks.append((piece, "" if number else block.markup))
     flush()
-    return with_prologue(passages)
+    return with_chapters(passages)
 
 
 SPLITTERS = {"text": split_text, "markdown": split_markdown, "html": split_html}
@@ -522,8 +562,7 @@ def split_file(path: Path, source: str, max_chars: int = MAX_CHARS) -> list[Pass
     return [replace(p, file=file) for p in SPLITTERS[kind](source, read_text(path), max_chars)]
 
 
-def with_prologue(passages: list[Passage]) -> list[Passage]:
-    """`passages` with those before the first chapter marked as its prologue (chapter 0),
-    when the document has chapters at all."""
-    first = next((i for i, passage in enumerate(passages) if passage.chapter is not None), 0)
-    return [replace(p, prologue=True) for p in passages[:first]] + passages[first:]
+def with_chapters(passages: list[Passage]) -> list[Passage]:
+    """`passages` (one document's, in order) with their chapters."""
+    chapters = passage_chapters([passage.section for passage in passages])
+    return [replace(p, chapter=chapter) for p, chapter in zip(passages, chapters, strict=True)]

@@ -51,6 +51,21 @@ def test_chinese_numbers(text, value):
         ("第二章：重逢", 2),
         ("Introduction", None),
         ("他说第二十七回很精彩", None),
+        # Words past ninety-nine were read up to the first one: One Hundred was 1.
+        ("Chapter One Hundred", 100),
+        ("Chapter One Hundred and Five: The End", 105),
+        ("Chapter Two Thousand and Twenty-Four", 2024),
+        ("Chapter One The Storm", 1),
+        ("Chapter Ones", None),
+        # Emphasis, a character reference and full-width forms hid the number.
+        ("**Chapter 2**", 2),
+        ("`Chapter 7`", 7),
+        ("Chapter&nbsp;6", 6),
+        ("第１２章 秘密", 12),
+        ("Ｃｈａｐｔｅｒ ３", 3),
+        # A volume holds chapters, a section is part of one: neither starts a chapter.
+        ("第一卷 出山", None),
+        ("第一节 大会", None),
     ],
 )
 def test_chapter_number_of_a_heading(heading, number):
@@ -85,9 +100,88 @@ def test_chapter_headings_followed_by_punctuation_or_in_words_start_chapters():
 
 
 def test_markdown_passages_take_the_innermost_chapter_heading():
-    text = "# Book\nintro\n\n## Chapter 2\nbody\n\n### A scene\nmore\n"
+    text = "# Book\nintro\n\n## Chapter 1\nbody\n\n### A scene\nmore\n"
     passages = split_markdown("book.md", text, 1000)
-    assert [p.chapter for p in passages] == [0, 2, 2]
+    assert [p.chapter for p in passages] == [0, 1, 1]
+
+
+def test_a_section_in_a_chapter_of_a_volume_is_in_that_chapter():
+    """第一节 (a section), the innermost numbered heading, gave its number as the chapter:
+    林小雨 became 掌门 in chapter 3 but was stored as chapter 1, in every prompt as of 1."""
+    text = (
+        "# 第一卷\n\n## 第一章 下山\n\n林小雨下山了。\n\n## 第三章 掌门\n\n"
+        "### 第一节 大会\n\n林小雨被推举为掌门。\n\n# 第二卷\n\n卷首语。\n\n## 第四章\n\n归来。\n"
+    )
+    passages = split_markdown("book.md", text, 30)
+    assert [(p.chapter, p.text) for p in passages] == [
+        (0, "# 第一卷"),
+        (1, "## 第一章 下山\n\n林小雨下山了。"),
+        (3, "## 第三章 掌门"),
+        (3, "### 第一节 大会\n\n林小雨被推举为掌门。"),
+        (3, "# 第二卷\n\n卷首语。"),  # a volume's introduction: after chapter 3
+        (4, "## 第四章\n\n归来。"),
+    ]
+    text = "第一章 下山\n\n林小雨下山了。\n\n第一节 大会\n\n推举。\n"
+    assert [p.chapter for p in split_text("book.txt", text, 1000)] == [1]
+
+
+def test_full_width_chapter_numbers_start_a_chapter():
+    """`第１２章` was no heading: its secret was merged into chapter 1 in plain text and was
+    chapter 0 (a prologue, in every chapter's past) in Markdown."""
+    text = "第1章 开始\n\n林小雨来到长安。\n\n第１２章 秘密\n\n苏白云其实是朝廷的密探。\n"
+    assert [p.chapter for p in split_text("book.txt", text, 1000)] == [1, 12]
+    text = "# 第１２章 秘密\n\n苏白云是密探。\n\n# 第13章\n\n后来。\n"
+    assert [p.chapter for p in split_markdown("book.md", text, 1000)] == [12, 13]
+
+
+def test_setext_and_emphasized_headings_start_chapters():
+    """A setext heading (`Chapter 1` over `===`) was no heading and `# **Chapter 2**` had
+    no number: their passages had no chapter, so no search as of a chapter found them."""
+    text = "Chapter 1\n=========\n\nMara reached the harbor.\n"
+    passages = split_markdown("c1.md", text, 1000)
+    assert [(p.chapter, p.section) for p in passages] == [(1, ("Chapter 1",))]
+    text = "# **Chapter 2**\n\nTobias lit the lighthouse.\n\nA scene\nin two lines\n---\n\nmore\n"
+    passages = split_markdown("c2.md", text, 1000)
+    assert [(p.chapter, p.section) for p in passages] == [
+        (2, ("**Chapter 2**",)),
+        (2, ("**Chapter 2**", "A scene in two lines")),  # level 2, under the level-1 heading
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Intro.\n\n---\n\nAfter a break.\n",  # a thematic break
+        "- a list item\n---\n",
+        "> a quote\nlazily continued\n---\n",
+        "    indented code\n---\n",
+        "```\nfenced\n```\n---\n",
+    ],
+)
+def test_an_underline_under_no_paragraph_makes_no_heading(text):
+    assert [p.section for p in split_markdown("a.md", text, 1000)] == [()]
+
+
+def test_an_unnumbered_heading_after_a_chapter_stays_in_it():
+    """`# Epilogue` after `# Chapter 3` had no chapter in Markdown (no search as of a
+    chapter found it) while the same text in a `.txt` file stayed in chapter 3."""
+    text = "# Chapter 3\n\nThe storm broke.\n\n# Epilogue\n\nYears later Mara returned.\n"
+    assert [p.chapter for p in split_markdown("c3.md", text, 1000)] == [3, 3]
+    text = "Chapter 3\n\nThe storm broke.\n\nEpilogue\n\nYears later Mara returned.\n"
+    assert [p.chapter for p in split_text("c3.txt", text, 1000)] == [3]
+
+
+def test_what_precedes_a_later_chapter_heading_is_in_that_chapter():
+    """A chapter file's front matter or epigraph was chapter 0, a prologue in every
+    chapter's past: chapter 5's summary ("Tobias betrays Mara") was in the prompt as of
+    chapter 1.  Before chapter 1 it is still the book's prologue, chapter 0."""
+    text = "---\nsummary: Tobias betrays Mara.\n---\n\n# Chapter 5\n\nRain fell.\n"
+    passages = split_markdown("c5.md", text, 1000)
+    assert [(p.chapter, p.section) for p in passages] == [(5, ()), (5, ("Chapter 5",))]
+    text = "*For my mother.*\n\nChapter 5\n\nRain fell.\n"
+    assert [p.chapter for p in split_text("c5.txt", text, 1000)] == [5, 5]
+    text = "---\ntitle: Storm\n---\n\n# Chapter 1\n\nRain fell.\n"
+    assert [p.chapter for p in split_markdown("c1.md", text, 1000)] == [0, 1]
 
 
 def test_a_prologue_is_chapter_0_and_a_text_without_chapters_has_none():
