@@ -6,7 +6,7 @@ entities the scene names or the search reaches come first (`graphstore.scene`). 
 block is deduplicated, kept within `budget` tokens (CJK-aware by default; any
 `str -> int` counter can be plugged in) shared between the sections
 (`graphstore.sections`), puts passages in story order (by position within a source;
-sources in the order of their best passage) and cites every item with how it was
+sources by chapter, else in the order of their best passage) and cites every item with how it was
 reached, e.g. `via entity:person 孙悟空`.  With `as_of_chapter`, nothing from a later
 chapter is shown: no passage, no card value.
 """

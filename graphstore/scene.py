@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from graphstore.cards import Card, card_from_node, card_mentions, is_card, render_card
 from graphstore.inline import inline
@@ -42,16 +43,24 @@ def provenance(hit: Hit) -> str:
 
 
 def passage_entry(hit: Hit) -> Entry:
-    """A found passage as a prompt entry, placed by source and position for story order."""
-    position = hit.node.metadata.get("position")
+    """A found passage as a prompt entry, placed by source, position and chapter for story
+    order."""
+    metadata = hit.node.metadata
+    position, chapter = metadata.get("position"), metadata.get("chapter")
     return Entry(
         hit.node.id,
         hit.node.text,
         citation(hit),
         provenance(hit),
-        str(hit.node.metadata.get("source", "")),
-        position if isinstance(position, int) and not isinstance(position, bool) else 0,
+        str(metadata.get("source", "")),
+        position if _is_integer(position) else 0,
+        chapter if _is_integer(chapter) else None,
     )
+
+
+def _is_integer(value: object) -> TypeGuard[int]:
+    """Whether a metadata value is an integer (a bool is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)

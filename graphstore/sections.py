@@ -6,9 +6,10 @@ next, so the limit of section i is the budget times the shares of sections 0..i 
 to the entries the earlier ones had no room for (a section of share 0 takes nothing).
 Within a section, entries are taken best first while the whole block so far still fits
 that limit (an entry too long is skipped so a shorter later one can fit), then shown in
-story order: grouped by source, the source of the section's best entry first, by position
-within a source.  Counting the whole rendered block at every step, citations, titles and
-separators included, keeps the total within the budget for any token counter.
+story order: grouped by source, by position within a source; sources by their first
+chapter (a book's chapter files in the book's order), else in the order of their best
+entries.  Counting the whole rendered block at every step, citations, titles and separators
+included, keeps the total within the budget for any token counter.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class Entry:
     """Its source, for story order."""
     position: int = 0
     """Its place within the source."""
+    chapter: int | None = None
+    """Its chapter, when its source has chapters: sources are shown in chapter order."""
 
 
 @dataclass(frozen=True)
@@ -72,11 +75,21 @@ def limits(shares: Sequence[float], budget: int) -> list[int]:
 
 
 def story_order(entries: Sequence[Entry]) -> list[Entry]:
-    """Entries grouped by source (the source of the first entry first), by position."""
+    """Entries grouped by source, by position within one.  Sources without chapters come
+    first, then those with, by their first chapter (`c1.md` before `c2.md`, whichever
+    passage ranked best); ties in the order of their first entries (the best first)."""
     groups: dict[str, int] = {}
+    first_chapter: dict[str, int] = {}
     for entry in entries:
         groups.setdefault(entry.group, len(groups))
-    return sorted(entries, key=lambda e: (groups[e.group], e.position, e.id))
+        if entry.chapter is not None:
+            first_chapter[entry.group] = min(
+                first_chapter.get(entry.group, entry.chapter), entry.chapter
+            )
+    return sorted(
+        entries,
+        key=lambda e: (first_chapter.get(e.group, -1), groups[e.group], e.position, e.id),
+    )
 
 
 TEMPLATE_FIELDS = ("number", "citation", "provenance", "text", "id")

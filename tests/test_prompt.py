@@ -68,6 +68,26 @@ def test_story_order_citations_and_provenance():
     assert "[1] 西游记.txt · 第一回 灵根育孕源流出 · early (similar to the scene)" in context.text
 
 
+def test_chapter_files_are_shown_in_chapter_order():
+    """Sources came in the order of their best passage, so chapter 2's file came before
+    chapter 1's whenever its passage ranked higher; a source without chapters comes first."""
+    found = [("c2.md", 0, 2), ("notes.md", 3, None), ("c1.md", 4, 1), ("c1.md", 1, 1)]
+    hits = [
+        Hit(
+            Node(
+                f"{source}#{position}",
+                f"text {n}",
+                {"source": source, "position": position}
+                | ({} if chapter is None else {"chapter": chapter}),
+            ),
+            similarity=0.5,
+        )
+        for n, (source, position, chapter) in enumerate(found)
+    ]
+    context = assemble(hits, budget=1000)
+    assert [h.node.id for h in context.hits] == ["notes.md#3", "c1.md#1", "c1.md#4", "c2.md#0"]
+
+
 def test_template_is_customizable():
     context = assemble([hit("a", "悟空", 1)], budget=100, template="<{id}> {text}")
     assert context.text == "<a> 悟空"
