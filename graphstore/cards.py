@@ -15,6 +15,7 @@ card folder knows which stored cards are its own.
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -83,9 +84,19 @@ def is_card(node: Node) -> bool:
     return node.id.startswith(f"{CARD}:") and node.metadata.get("kind") == CARD
 
 
+def _not(value: Any) -> str:
+    """A refused value as an error shows it.  Unquoted in YAML, a date, yes/no or a number
+    is read as a value of another type than text, so the message says so."""
+    if isinstance(value, datetime.date):
+        return f"not the date {value.isoformat()} (in YAML, quote it to keep it text)"
+    if isinstance(value, (bool, int, float)):
+        return f"not {value!r} (in YAML, quote it to keep it text)"
+    return f"not {value!r}"
+
+
 def _text(where: str, value: Any, *, limit: int | None = None) -> str:
     if not isinstance(value, str) or not normalize_tag(value):
-        raise InvalidInputError(f"{where} must be non-empty text, not {value!r}")
+        raise InvalidInputError(f"{where} must be non-empty text, {_not(value)}")
     if limit is not None and len(value) > limit:
         raise InvalidInputError(f"{where} is {len(value)} characters long; the limit is {limit}")
     return value.strip()
@@ -100,7 +111,7 @@ def _value(where: str, value: Any) -> Value:
             or (isinstance(item, float) and not math.isfinite(item))
         ):
             raise InvalidInputError(
-                f"{where} must be text, a number, true/false or a list of them, not {item!r}"
+                f"{where} must be text, a number, true/false or a list of them, {_not(item)}"
             )
     return list(items) if isinstance(value, list) else value
 
@@ -144,7 +155,7 @@ def card_from_mapping(data: Any, source: str = "") -> Card:
     description = data.get("description") or ""
     for field, text in (("kind", kind), ("description", description)):
         if not isinstance(text, str):
-            raise InvalidInputError(f"{where}{field} must be text, not {text!r}")
+            raise InvalidInputError(f"{where}{field} must be text, {_not(text)}")
     attributes = data.get("attributes") or {}
     if not isinstance(attributes, Mapping):
         raise InvalidInputError(f"{where}attributes must be a mapping of name to value")

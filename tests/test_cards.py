@@ -140,7 +140,12 @@ def test_the_shipped_xiyouji_cards_parse():
         ("name: x\nattributes: {w: {chapter: 3}}\n", "each dated value is"),
         ("name: x\nattributes: {w: ''}\n", "attribute w must be text, a number"),
         ("name: x\nattributes: {w: []}\n", "attribute w must be text, a number"),
-        ("name: x\nattributes: {w: 2020-01-01}\n", "attribute w must be text, a number"),
+        (
+            "name: x\nattributes: {w: 2020-01-01}\n",
+            "attribute w must be text, a number, true/false or a list of them, not the date "
+            "2020-01-01 (in YAML, quote it to keep it text)",
+        ),
+        ("name: x\naliases: [No]\n", "alias must be non-empty text, not False (in YAML, quote"),
         ("name: x\nattributes: {w: .nan}\n", "attribute w must be text, a number"),
         ("name: [x\n", "not valid YAML at line"),
         ("- name: a\n- nom: b\n", "bad.yaml[1]: unknown card field 'nom'"),
