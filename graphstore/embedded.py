@@ -364,6 +364,9 @@ class EmbeddedStorage(Storage):
         self.local_files = () if self.path == ":memory:" else (os.path.abspath(self.path),)
         self.timeout = timeout
         self._lock = threading.RLock()
+        self._in_transaction = False
+        """Whether a `_transaction` of this storage is open (`_db.in_transaction` may also
+        be true after an interrupt)."""
         opened = open_file(self.path, timeout)
         self._db = opened.connection
         self.read_only = opened.read_only
@@ -396,16 +399,24 @@ class EmbeddedStorage(Storage):
 
     @contextmanager
     def _transaction(self, begin: str = "BEGIN") -> Iterator[None]:
-        """One transaction (joined when one is open), rolled back on any failure.
+        """One transaction (joined when this storage has one open), rolled back on any
+        failure.
 
         SQLite has already rolled back after some errors (a full disk): ROLLBACK then only
-        runs while a transaction is really open, so it never hides the cause.
+        runs while a transaction is really open, so it never hides the cause.  A transaction
+        open on the connection that is not this storage's was left by an interrupt (Ctrl-C
+        between BEGIN and the handler that rolls back): it is rolled back here, since joining
+        it, as any open transaction once was, left every later write uncommitted and the
+        file locked until the store was closed, which then lost them.
         """
-        if self._db.in_transaction:
+        if self._in_transaction:
             yield
             return
-        self._db.execute(begin)
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
         try:
+            self._in_transaction = True
+            self._db.execute(begin)
             yield
             self._db.execute("COMMIT")
         except BaseException:
@@ -413,6 +424,8 @@ class EmbeddedStorage(Storage):
                 with suppress(sqlite3.Error):
                     self._db.execute("ROLLBACK")
             raise
+        finally:
+            self._in_transaction = False
 
     def _refresh(self) -> None:
         """Bring memory up to what other connections committed, reading only what changed."""

@@ -154,6 +154,26 @@ def test_a_node_sqlite_cannot_take_rolls_back_its_batch_and_frees_the_file(tmp_p
     run_sync(storage.close())
 
 
+def test_a_transaction_an_interrupt_left_open_is_rolled_back_not_joined(tmp_path: Path):
+    """Ctrl-C between BEGIN and the handler that rolls back left the transaction open, and
+    every later write joined it: uncommitted, the file locked for other processes, and lost
+    when the store was closed."""
+    path = tmp_path / "store.db"
+    storage = EmbeddedStorage(path)
+    run_sync(storage.upsert([keyed("first")]))
+    storage._db.execute("BEGIN IMMEDIATE")  # the interrupted write's transaction
+    storage._db.execute("DELETE FROM nodes")
+    run_sync(storage.upsert([keyed("second")]))
+    other = subprocess.run(
+        [sys.executable, "-c", OTHER_WRITER, str(path)], capture_output=True, text=True, check=False
+    )
+    assert other.returncode == 0, other.stderr
+    run_sync(storage.close())
+    reopened = EmbeddedStorage(path)
+    assert sorted(run_sync(reopened.node_ids())) == ["first", "other", "second"]
+    run_sync(reopened.close())
+
+
 def test_a_full_disk_is_one_line_and_keeps_earlier_writes(tmp_path: Path):
     storage = EmbeddedStorage(tmp_path / "store.db")
     run_sync(storage.upsert([keyed("first")]))
