@@ -348,7 +348,8 @@ class _Index:
 class EmbeddedStorage(Storage):
     """A file-backed (or `:memory:`) store that needs no server.
 
-    `timeout` is how long a write waits for another connection's write lock.
+    `timeout` is how long a write waits for another connection's write lock; `create`
+    whether a missing file, or an SQLite file without a store, may be made a store.
     """
 
     read_ahead = 4
@@ -357,7 +358,9 @@ class EmbeddedStorage(Storage):
     hits still listed every outgoing tag; since they list only tags that lead elsewhere
     (`_Index.leads`) a search reads a few tags, and 0 and 4 measure the same."""
 
-    def __init__(self, path: str | Path = ":memory:", *, timeout: float = 5.0) -> None:
+    def __init__(
+        self, path: str | Path = ":memory:", *, timeout: float = 5.0, create: bool = True
+    ) -> None:
         if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip():
             raise InvalidInputError(f"the store path must be a non-empty path, got {path!r}")
         self.path = str(path)
@@ -367,7 +370,7 @@ class EmbeddedStorage(Storage):
         self._in_transaction = False
         """Whether a `_transaction` of this storage is open (`_db.in_transaction` may also
         be true after an interrupt)."""
-        opened = open_file(self.path, timeout)
+        opened = open_file(self.path, timeout, create=create)
         self._db = opened.connection
         self.read_only = opened.read_only
         self._has_change_log = opened.has_change_log

@@ -115,6 +115,8 @@ def open_storage(location: str, *, create: bool = True) -> Storage:
             "colon as ./name), memory: or cassandra://host/keyspace"
         )
     shown = redact(location)
+    if location.endswith(("/", os.sep)):  # Path() and SQLite drop the slash, exists() does not
+        raise StoreOpenError(f"{shown} names a folder: a store is a file (give it without the /)")
     missing = not os.path.lexists(location)
     hint = f" (did you mean {meant}?)" if meant is not None and missing else ""
     if not create and not os.path.exists(location):
@@ -124,7 +126,7 @@ def open_storage(location: str, *, create: bool = True) -> Storage:
     if not create and os.path.isfile(location) and os.path.getsize(location) == 0:
         raise StoreOpenError(f"{shown} is an empty file, not a store")  # SQLite would make one
     try:
-        return EmbeddedStorage(location)
+        return EmbeddedStorage(location, create=create)
     except StoreOpenError as error:
         if hint:
             raise StoreOpenError(f"{error}{hint}") from error

@@ -60,7 +60,13 @@ CHANGE_LOG = (
 for each node it deletes, with one number above all earlier ones."""
 
 State = Literal["empty", "v1", "current"]
-OUR_TABLES = frozenset({"meta", "nodes", "tags", "deleted"})
+COLUMNS = {
+    "meta": frozenset({"key", "value"}),
+    "nodes": frozenset({"id", "text", "metadata", "links", "embedding", "seq"}),
+    "tags": frozenset({"kind", "tag", "node_id"}),
+    "deleted": frozenset({"id", "seq"}),
+}
+"""Each table of a store and its columns (`nodes.seq` since format 2)."""
 
 
 @dataclass(frozen=True)
@@ -106,8 +112,10 @@ def writable(file: Path) -> bool:
     return os.access(file, os.W_OK) and os.access(file.parent, os.W_OK)
 
 
-def open_file(path: str, timeout: float) -> OpenedFile:
-    """Open (creating or upgrading when writable) the store at `path`, or `:memory:`."""
+def open_file(path: str, timeout: float, *, create: bool = True) -> OpenedFile:
+    """Open (upgrading when writable) the store at `path`, or `:memory:`; an SQLite file
+    without a store's tables is made a store only if `create` (a command that only reads
+    never writes a file that is not yet a store)."""
     read_only = False
     shown = redact(path)  # a mistyped URL taken for a path may hold a password
     if path != ":memory:":
@@ -131,7 +139,11 @@ def open_file(path: str, timeout: float) -> OpenedFile:
             has_change_log = state == "current"
         else:
             db = sqlite3.connect(path, timeout, isolation_level=None, check_same_thread=False)
-            ours = _state(db, shown) == "current"  # refuses a foreign file before writing it
+            state = _state(db, shown)  # refuses a foreign file before writing it
+            if state == "empty" and not create:
+                db.close()
+                raise StoreOpenError(f"no store at {shown}: an SQLite file without one")
+            ours = state == "current"
             db.execute("PRAGMA journal_mode = WAL")
             if not ours:
                 _initialise(db, shown)
@@ -176,6 +188,13 @@ def _tables(db: sqlite3.Connection) -> set[str]:
     return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
+def _ours(db: sqlite3.Connection, table: str) -> bool:
+    """Whether `table` (one of `COLUMNS`) has a store's columns (`nodes` with or without
+    `seq`): not another program's table of the same name."""
+    columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}  # a name of ours
+    return columns - {"seq"} == COLUMNS[table] - {"seq"}
+
+
 def _state(db: sqlite3.Connection, shown: str) -> State:
     """`current`, `v1` (to upgrade) or `empty` (to initialise; also what an earlier version
     left when killed while creating the file, its schema committed statement by statement);
@@ -183,7 +202,7 @@ def _state(db: sqlite3.Connection, shown: str) -> State:
     tables = _tables(db)
     if not tables:
         return "empty"
-    if not tables <= OUR_TABLES:
+    if not tables <= COLUMNS.keys() or not all(_ours(db, table) for table in tables):
         raise StoreOpenError(f"{shown} is an SQLite file of another program")
     meta = dict(db.execute("SELECT key, value FROM meta")) if "meta" in tables else {}
     if meta.get("format") != FORMAT:

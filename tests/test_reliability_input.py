@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,7 @@ def test_case5_a_line_of_spaces_makes_no_blank_passage():
 
 SPLIT_WITH = """
 import sys
+from contextlib import closing
 from pathlib import Path
 from graphstore.errors import InvalidInputError
 from graphstore.splitting import pack, split_file, split_html, split_markdown, split_text
@@ -574,6 +576,62 @@ def test_case14_reading_through_a_link_to_a_missing_store_creates_nothing(
     status, _, err = cli(capsys, "--store", str(link), *args)
     one_line_error(status, err, f"no store at {link} (it is a link to {tmp_path / 'target.db'}")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["link.db"]
+
+
+def _sqlite_file(path: Path, *statements: str) -> bytes:
+    """An SQLite file of another program, made by `statements`; its bytes."""
+    with closing(sqlite3.connect(path)) as db:
+        for statement in statements:
+            db.execute(statement)
+        db.commit()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("args", [["stats"], ["check"], ["show", "a#0"], ["search", "x"]])
+@pytest.mark.parametrize(
+    "schema",
+    [("PRAGMA user_version = 7",), ("CREATE TABLE nodes (name TEXT, price REAL)",)],
+    ids=["no tables", "nodes"],
+)
+def test_case14_reading_an_sqlite_file_without_a_store_leaves_it_alone(
+    models, tmp_path, capsys, args, schema
+):
+    """A command that only reads made an SQLite file without tables, or with empty tables
+    named like a store's, into a store (dropping those tables, switching it to WAL)."""
+    store = tmp_path / "app.db"
+    content = _sqlite_file(store, *schema)
+    status, _, err = cli(capsys, "--store", str(store), *args)
+    if "TABLE" in schema[0]:
+        one_line_error(status, err, f"{store} is an SQLite file of another program")
+    else:
+        one_line_error(status, err, f"no store at {store}: an SQLite file without one")
+    assert store.read_bytes() == content
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["app.db"]
+
+
+def test_case14_an_ingest_keeps_another_programs_empty_tables(models, tmp_path, capsys):
+    """Empty tables named `nodes`, `tags`, `meta` or `deleted` were taken for a store an
+    earlier version left half made, and dropped."""
+    store = tmp_path / "app.db"
+    content = _sqlite_file(store, "CREATE TABLE nodes (name TEXT, price REAL)")
+    (tmp_path / "a.md").write_text("# A\n\nText.\n")
+    status, _, err = cli(capsys, "--store", str(store), "ingest", str(tmp_path / "a.md"))
+    one_line_error(status, err, f"{store} is an SQLite file of another program")
+    assert store.read_bytes() == content
+
+
+@pytest.mark.parametrize("args", [["stats"], ["search", "x"], ["ingest", "missing"]])
+def test_case14_a_store_path_ending_in_a_slash_is_refused(models, tmp_path, capsys, args):
+    """`--store e9.db/` opened `e9.db` to write (SQLite drops the slash) but said "no store"
+    to read, and an ingest that failed then removed `e9.db`, an existing store, as new."""
+    store = tmp_path / "e9.db"
+    (tmp_path / "one.md").write_text("# One\n\nText.\n")
+    assert cli(capsys, "--store", str(store), "ingest", str(tmp_path / "one.md"))[0] == 0
+    assert cli(capsys, "--store", str(store), "delete", str(tmp_path / "one.md"))[0] == 0
+    content = store.read_bytes()
+    status, _, err = cli(capsys, "--store", f"{store}/", *args)
+    one_line_error(status, err, f"{store}/ names a folder: a store is a file")
+    assert store.read_bytes() == content
 
 
 @pytest.mark.parametrize("command", [["stats"], ["ingest", "a.md"]])
