@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from graphstore.filters import Condition, matches
+from graphstore.filters import EVERYTHING, Condition, matches
 from graphstore.links import TagKey, outgoing_tags
 from graphstore.mmr import MmrSelector, Selection
 from graphstore.nodes import Candidate, Hit, Node, TagHit, Vector
@@ -63,15 +63,22 @@ async def _read_hits(
     order: Sequence[str],
     reached: dict[str, _Reached],
     carried: Mapping[str, Callable[[], Node]],
+    where: Condition,
     *,
     selections: dict[str, Selection] | None = None,
     raised: Mapping[str, tuple[TagKey, ...]] | None = None,
 ) -> list[Hit]:
     """Read the nodes of the result once, at the end (but those `carried` by the hits that
     found them), and attach how each was reached (and, in `raised`, which link raised the
-    relevance of a node found before it)."""
+    relevance of a node found before it).
+
+    A node deleted since the search found it, or written since so that it fails `where` (a
+    concurrent write: the search's reads are not one snapshot), is left out: the caller
+    takes the next candidates in its place (`_read_until`)."""
     missing = [node_id for node_id in order if node_id not in carried]
     nodes = {item.node.id: item.node for item in await storage.get(missing)} if missing else {}
+    if nodes and where != EVERYTHING:
+        nodes = {node_id: node for node_id, node in nodes.items() if matches(where, node.metadata)}
     nodes.update((node_id, carried[node_id]()) for node_id in order if node_id in carried)
     chosen, raised_by = selections or {}, raised or {}
     hits = []
@@ -91,6 +98,26 @@ async def _read_hits(
                 raised_by=raised_by.get(node_id, ()),
             )
         )
+    return hits
+
+
+async def _read_until(
+    storage: Storage,
+    candidates: Sequence[str],
+    k: int,
+    reached: dict[str, _Reached],
+    carried: Mapping[str, Callable[[], Node]],
+    *,
+    where: Condition,
+) -> list[Hit]:
+    """The first `k` of `candidates` that `_read_hits` returns, in order: `k` are read, and
+    more only in place of those a concurrent write deleted or made fail `where`."""
+    hits: list[Hit] = []
+    start = 0
+    while len(hits) < k and start < len(candidates):
+        batch = candidates[start : start + k - len(hits)]
+        start += len(batch)
+        hits += await _read_hits(storage, batch, reached, carried, where)
     return hits
 
 
@@ -174,7 +201,6 @@ class Traversal:
             reached,
             key=lambda node_id: (reached[node_id].depth, -reached[node_id].similarity, node_id),
         )
-        order = ranked[:k]
         if stats.keep_unselected:
             stats.unselected = [
                 Candidate(node_id, how.similarity, how.similarity, None, how.depth, how.path)
@@ -182,12 +208,10 @@ class Traversal:
                 for how in [reached[node_id]]
             ]
         for root in nearest[start_k:]:
-            if len(order) >= k:
-                break
             if root.id not in reached:
                 reached[root.id] = _Reached(0, (), root.similarity, root.outgoing)
-                order.append(root.id)
-        return await _read_hits(self.storage, order, reached, _carried(nearest))
+                ranked.append(root.id)
+        return await _read_until(self.storage, ranked, k, reached, _carried(nearest), where=where)
 
     async def search(
         self,
@@ -292,17 +316,7 @@ class _Search:
             if not frontier[: strategy.expand_k]:
                 break
             await self.expand(frontier[: strategy.expand_k])
-        while len(self.selected) < strategy.k:
-            chosen = self.selector.pop_best()
-            if chosen is None:
-                if self.selector.open_count or not strategy.fetch_k:
-                    break  # below the score threshold, or only what initial roots lead to
-                if not await self._add_roots(len(self.reached) + strategy.k - len(self.selected)):
-                    break
-                continue
-            self.selected[chosen.id] = chosen
-            if len(self.selected) < strategy.k:  # the last choice's neighbours could not count
-                await self.expand([chosen.id])
+        await self._select()
         if self.stats.keep_unselected:
             self.stats.unselected = [
                 Candidate(
@@ -315,14 +329,42 @@ class _Search:
                 )
                 for row in self.selector.unselected()
             ]
-        return await _read_hits(
-            self.storage,
-            list(self.selected),
-            self.reached,
-            self.carried,
-            selections=self.selected,
-            raised=self.raised,
-        )
+        found: dict[str, Hit] = {}
+        while True:
+            unread = [node_id for node_id in self.selected if node_id not in found]
+            hits = await _read_hits(
+                self.storage,
+                unread,
+                self.reached,
+                self.carried,
+                self.where,
+                selections=self.selected,
+                raised=self.raised,
+            )
+            found.update((hit.node.id, hit) for hit in hits)
+            gone = [node_id for node_id in unread if node_id not in found]
+            if not gone:
+                return [found[node_id] for node_id in self.selected]
+            for node_id in gone:  # a concurrent write deleted it or made it fail the filter
+                del self.selected[node_id]
+            await self.expand(list(self.selected))  # the last choice's neighbours count now
+            await self._select()
+
+    async def _select(self) -> None:
+        """Select by MMR until `k` are selected or no candidate is left, expanding each
+        choice; when the candidates run out, add the next-nearest passages as roots."""
+        strategy = self.strategy
+        while len(self.selected) < strategy.k:
+            chosen = self.selector.pop_best()
+            if chosen is None:
+                if self.selector.open_count or not strategy.fetch_k:
+                    break  # below the score threshold, or only what initial roots lead to
+                if not await self._add_roots(len(self.reached) + strategy.k - len(self.selected)):
+                    break
+                continue
+            self.selected[chosen.id] = chosen
+            if len(self.selected) < strategy.k:  # the last choice's neighbours could not count
+                await self.expand([chosen.id])
 
     async def _add_roots(self, count: int) -> bool:
         """Add as roots those of the `count` passages nearest the query not reached yet;

@@ -639,3 +639,40 @@ async def test_traversal_search_lists_the_passages_it_reached_and_did_not_return
     lost = [(c.id, c.depth, c.path, c.mmr_score) for c in stats.unselected]
     assert lost == [("C", 1, (("kw", "x"),), None)]
     assert stats.unselected[0].score == stats.unselected[0].similarity == pytest.approx(0.2, 1e-3)
+
+
+@pytest.mark.parametrize("search", ["search", "mmr_traversal_search", "traversal_search"])
+async def test_a_passage_written_away_mid_search_is_replaced_not_returned(backend, search):
+    """A graph search reads the passages it returns at its end.  One that another writer
+    deleted, or rewrote to fail the filter, after the search found it came back anyway
+    (failing the filter) or left the result short of k; the next candidate takes its place."""
+    mention = Link("mention", "in", "A")
+    nodes = {
+        "R": (Q, [Link("mention", "out", "A")]),
+        "A": ([0.0, 1.0, 0.0], [mention]),  # dissimilar, reached only over R's mention
+        **{f"F{i}": (norm([1.0, 0.5 + 0.1 * i, 0.0]), []) for i in range(6)},
+    }
+    store = await build(backend, nodes, metadata={node_id: {"status": "a"} for node_id in nodes})
+    read = backend.get
+    before = await getattr(store, f"a{search}")("q", k=2, filter={"status": "a"})
+    assert [hit.node.id for hit in before] == ["R", "A"]
+
+    async def read_after_a_write(ids):
+        backend.get = read  # type: ignore[method-assign]
+        await store.aadd_nodes([Node("A", "text A", {"status": "b"}, frozenset([mention]))])
+        return await read(ids)
+
+    backend.get = read_after_a_write  # type: ignore[method-assign]
+    hits = await getattr(store, f"a{search}")("q", k=2, filter={"status": "a"})
+    assert [hit.node.id for hit in hits] == ["R", "F0"]
+    await store.aadd_nodes([Node("A", "text A", {"status": "a"}, frozenset([mention]))])
+    assert backend.get == read
+
+    async def read_after_a_delete(ids):
+        backend.get = read  # type: ignore[method-assign]
+        await store.adelete(["A"])
+        return await read(ids)
+
+    backend.get = read_after_a_delete  # type: ignore[method-assign]
+    hits = await getattr(store, f"a{search}")("q", k=2, filter={"status": "a"})
+    assert [hit.node.id for hit in hits] == ["R", "F0"]
