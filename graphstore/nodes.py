@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -113,15 +114,30 @@ class Candidate:
 
 
 def unit(vector: Any, dimension: int | None = None) -> Vector:
-    """A float32 unit vector, or a ValueError naming what is wrong with `vector`."""
-    array = np.asarray(vector, dtype=np.float32)
+    """A float32 unit vector, or a ValueError naming what is wrong with `vector`.
+
+    A float32 vector is normalized in float32, anything else in float64 (a finite 1e39 was
+    refused as infinite once cast); a norm that overflows or underflows (`[0, 1e20]` in
+    float32 became the zero vector) is taken again after scaling by the largest component."""
+    array = np.asarray(vector)
+    if array.dtype != np.float32:
+        try:
+            array = array.astype(np.float64)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"an embedding must be a vector of numbers: {error}") from error
     if array.ndim != 1 or array.size == 0:
         raise ValueError(f"an embedding must be a non-empty 1-D vector, got shape {array.shape}")
     if dimension is not None and array.size != dimension:
         raise ValueError(f"embedding has dimension {array.size}; the store holds {dimension}")
     if not np.all(np.isfinite(array)):
         raise ValueError("embedding contains NaN or infinite values")
-    norm = float(np.linalg.norm(array))
-    if norm == 0.0:
-        raise ValueError("embedding is the zero vector; cosine similarity is undefined")
-    return array / norm
+    with np.errstate(over="ignore", under="ignore"):  # both are handled below
+        norm = float(np.linalg.norm(array))
+    if not 0.0 < norm < math.inf:
+        largest = float(np.max(np.abs(array)))
+        if largest == 0.0:
+            raise ValueError("embedding is the zero vector; cosine similarity is undefined")
+        array = array / largest
+        norm = float(np.linalg.norm(array))
+    unit_vector: Vector = (array / norm).astype(np.float32, copy=False)
+    return unit_vector
