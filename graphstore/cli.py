@@ -458,7 +458,7 @@ async def _run(args: argparse.Namespace) -> int:
         if model is None and args.command in ("ingest", "search", "prompt", "mcp"):
             model = load_recorded(await storage.recorded_model())
         status = await _command(
-            args, GraphStore(model, storage), redact(location), linkers, metadata_filter
+            args, GraphStore(model, storage), escaped(redact(location)), linkers, metadata_filter
         )
     except BaseException:
         await close_unused(storage, new_file)
@@ -474,7 +474,8 @@ async def _command(
     linkers: list[PassageLinker],
     metadata_filter: dict[str, Any] | None,
 ) -> int:
-    """Run one command; `shown` is the store location as printed (see `redact`)."""
+    """Run one command; `shown` is the store location as printed (`redact`, and `escaped`
+    as error lines print it: a byte of the name that is not UTF-8 reads `\\xNN`)."""
     if args.command == "ingest":
         await _ingest(args, store, shown, linkers)
     elif args.command == "search":

@@ -340,6 +340,18 @@ def test_characters_the_output_cannot_show_are_escaped_not_a_traceback(tmp_path)
     assert json.loads(result.stdout)["id"] == "孙悟空"
 
 
+def test_a_store_name_with_a_byte_that_is_not_utf8_prints_it_as_hex(tmp_path, capsys):
+    """Error lines showed such a byte as `\\xff` but the ingest, delete, stats and check
+    lines printed the raw surrogate, which a terminal shows as `\\udcff`."""
+    store = os.path.join(os.fsdecode(tmp_path), os.fsdecode(b"bad\xff.db"))
+    (tmp_path / "a.md").write_text("# A\n\nText.\n")
+    assert main(["--store", store, "ingest", str(tmp_path / "a.md")]) == 0
+    assert main(["--store", store, "stats"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(f"{tmp_path}/bad\\xff.db") == 2, out
+    assert "\udcff" not in out
+
+
 def test_unreadable_file_stops_the_ingest_before_anything_is_written(tmp_path, capsys):
     folder = tmp_path / "docs"
     folder.mkdir()
