@@ -135,6 +135,13 @@ def _facts(where: str, given: Any) -> tuple[Fact, ...]:
     return tuple(sorted(facts, key=lambda fact: -1 if fact.chapter is None else fact.chapter))
 
 
+def _given(data: Mapping[str, Any], field: str, empty: Any) -> Any:
+    """A card field's value, `empty` when missing or null (`kind:`): a false value of
+    another type (`kind: no`, `aliases: off`, `description: 0`) is refused, not emptied."""
+    value = data.get(field)
+    return empty if value is None else value
+
+
 def card_from_mapping(data: Any, source: str = "") -> Card:
     """A validated card from its fields (a card file's front matter, a tool call)."""
     where = f"{source}: " if source else ""
@@ -145,18 +152,18 @@ def card_from_mapping(data: Any, source: str = "") -> Card:
         fields = ", ".join(FIELDS)
         raise InvalidInputError(f"{where}unknown card field {unknown[0]!r}; use {fields}")
     name = _text(f"{where}name", data.get("name"), limit=MAX_NAME)
-    aliases_given = data.get("aliases") or []
+    aliases_given = _given(data, "aliases", [])
     if isinstance(aliases_given, str):
         aliases_given = [aliases_given]
     if not isinstance(aliases_given, list):
         raise InvalidInputError(f"{where}aliases must be a list of names")
     aliases = [_text(f"{where}alias", alias, limit=MAX_NAME) for alias in aliases_given]
-    kind = data.get("kind") or ""
-    description = data.get("description") or ""
+    kind = _given(data, "kind", "")
+    description = _given(data, "description", "")
     for field, text in (("kind", kind), ("description", description)):
         if not isinstance(text, str):
             raise InvalidInputError(f"{where}{field} must be text, {_not(text)}")
-    attributes = data.get("attributes") or {}
+    attributes = _given(data, "attributes", {})
     if not isinstance(attributes, Mapping):
         raise InvalidInputError(f"{where}attributes must be a mapping of name to value")
     checked = tuple(

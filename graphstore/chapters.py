@@ -58,14 +58,22 @@ BELOW_HUNDRED = (
     rf"|{UNIT_WORDS})"
 )
 BELOW_THOUSAND = (
-    rf"(?:(?:{UNIT_WORDS})[- ]hundred(?:[- ](?:and[- ])?{BELOW_HUNDRED})?|{BELOW_HUNDRED})"
+    rf"(?:{BELOW_HUNDRED}[- ]hundred(?:[- ](?:and[- ])?{BELOW_HUNDRED})?|{BELOW_HUNDRED})"
 )
 NUMBER_WORDS = rf"{BELOW_THOUSAND}(?:[- ]thousand(?:[- ](?:and[- ])?{BELOW_THOUSAND})?)?"
 """A number written in English words below a million (`Twenty-One`, `One Hundred and
-Five`): the longest such phrase, so that `Chapter One Hundred` is 100, not 1."""
+Five`, `Eleven Hundred`): the longest such phrase, so that `Chapter One Hundred` is 100,
+not 1."""
+CHINESE_NUMBER = r"[〇零一二三四五六七八九十百千两\d]+"
+VOLUME = (
+    rf"(?:第\s*{CHINESE_NUMBER}\s*[卷部集][^第\n]{{0,40}}"
+    rf"|(?:book|part|volume)\s+(?:\d+|[ivxlc]+|{NUMBER_WORDS})\b[,:.]?\s*)"
+)
+"""A volume's number and title before a chapter's on one heading (`第一卷 初入江湖 第一章
+出发`, `Book Two, Chapter 3`): the chapter's number counts."""
 WORDS_NUMBER = re.compile(NUMBER_WORDS)
 NUMBER = re.compile(
-    r"^\s*[*_`~]*\s*(?:第\s*([〇零一二三四五六七八九十百千两\d]+)\s*[回章]"
+    rf"^\s*[*_`~]*\s*{VOLUME}?(?:第\s*({CHINESE_NUMBER})\s*[回章]"
     rf"|chapter\s+(\d+|{NUMBER_WORDS}|[a-z]+)\b)",
     re.IGNORECASE,
 )
@@ -175,7 +183,13 @@ def passage_chapters(sections: Sequence[Sequence[str]]) -> list[int | None]:
     first (0 or 1); otherwise in that chapter, since a file that starts at chapter 5 is part
     of a book, and what comes before its heading (front matter, an epigraph) is chapter 5's.
     A document without chapter headings has no chapters."""
-    own = [section_chapter(section) for section in sections]
+    known: dict[tuple[str, ...], int | None] = {}  # a section's passages share its chapter
+    own = []
+    for section in sections:
+        key = tuple(section)
+        if key not in known:
+            known[key] = section_chapter(key)
+        own.append(known[key])
     first = next((chapter for chapter in own if chapter is not None), None)
     if first is None:
         return own

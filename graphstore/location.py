@@ -94,6 +94,14 @@ def _remove_unshared(store_file: Path) -> None:
         store_file.unlink(missing_ok=True)
 
 
+def _names_a_folder(path: str) -> bool:
+    """Whether `path` ends in a separator, `.` or `..` (`e9.db/`, `e9.db/.`): `Path()` and
+    SQLite drop such an ending and open `e9.db`, while `exists()` calls it missing, so a
+    failed ingest once removed an existing store as new."""
+    separators = "/" + os.sep
+    return path.endswith(tuple(separators)) or os.path.basename(path) in ("", ".", "..")
+
+
 def open_storage(location: str, *, create: bool = True) -> Storage:
     """Open the backend named by `location`; a missing file, keyspace or table is created
     only if `create`."""
@@ -115,8 +123,8 @@ def open_storage(location: str, *, create: bool = True) -> Storage:
             "colon as ./name), memory: or cassandra://host/keyspace"
         )
     shown = redact(location)
-    if location.endswith(("/", os.sep)):  # Path() and SQLite drop the slash, exists() does not
-        raise StoreOpenError(f"{shown} names a folder: a store is a file (give it without the /)")
+    if _names_a_folder(location):
+        raise StoreOpenError(f"{shown} names a folder, not a store file")
     missing = not os.path.lexists(location)
     hint = f" (did you mean {meant}?)" if meant is not None and missing else ""
     if not create and not os.path.exists(location):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -113,17 +112,22 @@ class Candidate:
     path: tuple[TagKey, ...]
 
 
+NORM_RANGE = (1e-15, 1e15)
+"""Norms taken directly: their squares stay well inside float32's normal range."""
+
+
 def unit(vector: Any, dimension: int | None = None) -> Vector:
     """A float32 unit vector, or a ValueError naming what is wrong with `vector`.
 
     A float32 vector is normalized in float32, anything else in float64 (a finite 1e39 was
-    refused as infinite once cast); a norm that overflows or underflows (`[0, 1e20]` in
-    float32 became the zero vector) is taken again after scaling by the largest component."""
+    refused as infinite once cast); a norm outside `NORM_RANGE`, where its squares may
+    overflow or underflow (`[0, 1e20]` in float32 became the zero vector, `[1e-22, 1e-22]`
+    got norm 1.01), is taken again after scaling by the largest component."""
     array = np.asarray(vector)
     if array.dtype != np.float32:
         try:
             array = array.astype(np.float64)
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, OverflowError) as error:
             raise ValueError(f"an embedding must be a vector of numbers: {error}") from error
     if array.ndim != 1 or array.size == 0:
         raise ValueError(f"an embedding must be a non-empty 1-D vector, got shape {array.shape}")
@@ -133,7 +137,7 @@ def unit(vector: Any, dimension: int | None = None) -> Vector:
         raise ValueError("embedding contains NaN or infinite values")
     with np.errstate(over="ignore", under="ignore"):  # both are handled below
         norm = float(np.linalg.norm(array))
-    if not 0.0 < norm < math.inf:
+    if not NORM_RANGE[0] < norm < NORM_RANGE[1]:
         largest = float(np.max(np.abs(array)))
         if largest == 0.0:
             raise ValueError("embedding is the zero vector; cosine similarity is undefined")

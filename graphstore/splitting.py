@@ -347,19 +347,27 @@ def markdown_heading(line: str) -> tuple[int, str] | None:
 
 
 SETEXT_UNDERLINE = re.compile(r" {0,3}(?:=+|-+)[ \t]*")
-"""A setext heading's underline: `===` (level 1) or `---` (level 2) under a paragraph."""
+"""A setext heading's underline: `===` (level 1) or `---` (level 2) under a line of text."""
+THEMATIC_BREAK = re.compile(r" {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})")
+"""A scene break (`---`, `* * *`): it ends a paragraph, and is no heading's text."""
 OTHER_BLOCK = re.compile(r" {4}| {0,3}(?:[>#<|]|[-*+][ \t]|\d{1,9}[.)][ \t])")
 """The start of a block that is not a paragraph (indented code, a quote, HTML, a table row,
 a list item): no underline below it makes a heading."""
+MAX_SETEXT = 200
+"""The longest line an underline makes a heading of, in characters: a novel's paragraph
+followed by a `---` scene break is text, whatever CommonMark says."""
+FRONT_MATTER_KEY = re.compile(r"[A-Za-z_][\w -]*:(?:[ \t]|$)")
+"""How a YAML front matter block's first line starts (`title: …`)."""
 
 
 def front_matter_length(text: str) -> int:
-    """How many lines a YAML front matter block takes at the start of `text` (from `---` to
-    `---` or `...`), else 0: metadata, in which no line is a heading."""
-    lines = text.split("\n")
-    if lines[0].rstrip() != "---":
+    """How many lines a YAML front matter block takes at the start of `text` (`---`, a line
+    `key: …`, …, then `---` or `...`), else 0: metadata, in which no line is a heading.  A
+    file that merely starts with a `---` rule has none."""
+    lines = text.split("\n", 1)
+    if lines[0].rstrip() != "---" or len(lines) < 2 or not FRONT_MATTER_KEY.match(lines[1]):
         return 0
-    for number, line in enumerate(lines[1:], 1):
+    for number, line in enumerate(text.split("\n")[1:], 1):
         if line.rstrip() in ("---", "..."):
             return number + 1
     return 0
@@ -367,27 +375,26 @@ def front_matter_length(text: str) -> int:
 
 def markdown_headings(text: str) -> Iterator[tuple[str, tuple[int, str] | None, int]]:
     """Each line of a Markdown text with the heading it ends, if any, as `(level, title)`,
-    and how many lines before it the heading takes: the paragraph a setext underline makes
-    a heading of (CommonMark), 0 for an ATX heading.  No heading is looked for in a code
-    fence or the front matter."""
+    and how many lines before it the heading takes: 1 for a setext heading (a line of text
+    that starts a paragraph, at most `MAX_SETEXT` long, underlined), 0 for an ATX heading.
+    No heading is looked for in a code fence or the front matter.  (CommonMark also makes a
+    paragraph of several lines a heading; a novel converted from plain text, one paragraph
+    a line and no blank line, would then be one heading of a whole chapter.)"""
     front = front_matter_length(text)
-    paragraph: list[str] = []
-    blocked = False  # inside a block that is not a paragraph, until a blank line
+    title: str | None = None  # the line before, when an underline would make it a heading
+    after_block = True  # the line before ends a block: a blank line, a heading, a fence
     for number, (line, prose) in enumerate(prose_lines(text)):
-        atx = markdown_heading(line) if prose and number >= front else None
-        if atx or not prose or number < front or not line.strip():
-            paragraph, blocked = [], False
-            yield line, atx, 0
-        elif paragraph and SETEXT_UNDERLINE.fullmatch(line):
-            title = " ".join(part.strip() for part in paragraph)
-            yield line, (1 if "=" in line else 2, title), len(paragraph)
-            paragraph = []
-        else:
-            if not (blocked or paragraph) and OTHER_BLOCK.match(line):
-                blocked = True
-            if not blocked:
-                paragraph.append(line)
-            yield line, None, 0
+        body = prose and number >= front
+        if body and title is not None and SETEXT_UNDERLINE.fullmatch(line):
+            yield line, (1 if "=" in line else 2, title.strip()), 1
+            title, after_block = None, True
+            continue
+        atx = markdown_heading(line) if body else None
+        ends = bool(atx) or not body or not line.strip() or bool(THEMATIC_BREAK.fullmatch(line))
+        starts = after_block and not ends and len(line) <= MAX_SETEXT
+        title = line if starts and not OTHER_BLOCK.match(line) else None
+        after_block = ends
+        yield line, atx, 0
 
 
 def split_markdown(source: str, text: str, max_chars: int) -> list[Passage]:

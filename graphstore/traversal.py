@@ -211,7 +211,28 @@ class Traversal:
             if root.id not in reached:
                 reached[root.id] = _Reached(0, (), root.similarity, root.outgoing)
                 ranked.append(root.id)
-        return await _read_until(self.storage, ranked, k, reached, _carried(nearest), where=where)
+        hits = await _read_until(self.storage, ranked, k, reached, _carried(nearest), where=where)
+        lost = len(hits) < min(k, len(ranked))  # to a concurrent write
+        while lost:  # the nearest passages not reached yet fill in
+            stats.vector_searches += 1
+            more = await self.storage.search_hits(query, min(len(reached) + k, MAX_K), where)
+            fresh = [hit for hit in more if hit.id not in reached]
+            if not fresh:
+                break
+            for hit in fresh:
+                reached[hit.id] = _Reached(0, (), hit.similarity, hit.outgoing)
+            wanted = k - len(hits)
+            refill = await _read_until(
+                self.storage,
+                [hit.id for hit in fresh],
+                wanted,
+                reached,
+                _carried(fresh),
+                where=where,
+            )
+            hits += refill
+            lost = len(refill) < min(wanted, len(fresh))
+        return hits
 
     async def search(
         self,

@@ -253,10 +253,11 @@ def test_an_argument_error_names_the_argument_and_survives_pickling() -> None:
     assert str(copy) == str(error) == "lambda_mult must be between 0 and 1, got 1.5"
 
 
-@pytest.mark.parametrize("scale", [1e20, 1e-30])
+@pytest.mark.parametrize("scale", [1e20, 1e-22, 1e-30])
 async def test_a_vector_of_huge_or_tiny_values_keeps_its_direction(backend, scale):
     """Normalized in float32, the norm of `[0, 1e20, 0]` overflowed and the vector became
-    zero (every score 0, and stored so); the norm of `[0, 1e-30, 0]` underflowed to 0."""
+    zero (every score 0, and stored so); the norm of `[0, 1e-30, 0]` underflowed to 0, and
+    that of `[0, 1e-22, 1e-22]` came out 1 % off."""
     store = GraphStore(None, backend)
     vectors = [[1.0, 0.0, 0.0], np.array([0.0, scale, 0.0], dtype=np.float32)]
     await store.aadd_nodes([Node("a", "x"), Node("b", "y")], vectors=vectors)
@@ -264,3 +265,5 @@ async def test_a_vector_of_huge_or_tiny_values_keeps_its_direction(backend, scal
     hits = await store.asimilarity_search(query, k=2)
     assert [(hit.node.id, round(hit.similarity, 4)) for hit in hits] == [("b", 0.7071), ("a", 0.0)]
     assert unit(np.array([1e39, 0.0])).tolist() == [1.0, 0.0]  # finite, though not in float32
+    with pytest.raises(ValueError, match="a vector of numbers"):
+        unit([10**400, 1])

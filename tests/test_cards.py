@@ -146,6 +146,10 @@ def test_the_shipped_xiyouji_cards_parse():
             "2020-01-01 (in YAML, quote it to keep it text)",
         ),
         ("name: x\naliases: [No]\n", "alias must be non-empty text, not False (in YAML, quote"),
+        # A false value was taken for a missing field: `kind: no` became no kind.
+        ("name: x\nkind: no\n", "kind must be text, not False (in YAML, quote"),
+        ("name: x\ndescription: 0\n", "description must be text, not 0 (in YAML, quote"),
+        ("name: x\naliases: off\n", "aliases must be a list"),
         ("name: x\nattributes: {w: .nan}\n", "attribute w must be text, a number"),
         ("name: [x\n", "not valid YAML at line"),
         ("- name: a\n- nom: b\n", "bad.yaml[1]: unknown card field 'nom'"),

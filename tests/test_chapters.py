@@ -66,6 +66,13 @@ def test_chinese_numbers(text, value):
         # A volume holds chapters, a section is part of one: neither starts a chapter.
         ("第一卷 出山", None),
         ("第一节 大会", None),
+        # A volume's name before the chapter's on one line: the chapter's number counts.
+        ("第一卷 初入江湖 第一章 出发", 1),
+        ("第二部 风云 第十二回", 12),
+        ("Book Two, Chapter 3: The Storm", 3),
+        ("Part II Chapter 4", 4),
+        ("Part of Chapter 3", None),
+        ("Chapter Eleven Hundred", 1100),
     ],
 )
 def test_chapter_number_of_a_heading(heading, number):
@@ -140,11 +147,18 @@ def test_setext_and_emphasized_headings_start_chapters():
     text = "Chapter 1\n=========\n\nMara reached the harbor.\n"
     passages = split_markdown("c1.md", text, 1000)
     assert [(p.chapter, p.section) for p in passages] == [(1, ("Chapter 1",))]
-    text = "# **Chapter 2**\n\nTobias lit the lighthouse.\n\nA scene\nin two lines\n---\n\nmore\n"
+    text = "# **Chapter 2**\n\nTobias lit the lighthouse.\n\nA scene\n---\n\nmore\n"
     passages = split_markdown("c2.md", text, 1000)
     assert [(p.chapter, p.section) for p in passages] == [
         (2, ("**Chapter 2**",)),
-        (2, ("**Chapter 2**", "A scene in two lines")),  # level 2, under the level-1 heading
+        (2, ("**Chapter 2**", "A scene")),  # level 2, under the level-1 heading
+    ]
+    text = "Intro.\n\n---\nChapter 1\n---\n\nThe storm.\n\n* * *\nChapter 2\n=========\n\nCalm.\n"
+    passages = split_markdown("c1.md", text, 1000)  # a scene break before a title
+    assert [(p.chapter, p.section) for p in passages] == [
+        (0, ()),
+        (1, ("Chapter 1",)),
+        (2, ("Chapter 2",)),
     ]
 
 
@@ -156,10 +170,30 @@ def test_setext_and_emphasized_headings_start_chapters():
         "> a quote\nlazily continued\n---\n",
         "    indented code\n---\n",
         "```\nfenced\n```\n---\n",
+        "Intro:\n- a\n- b\n---\n",  # a list interrupts the paragraph
+        "Intro:\n> a quote\n---\n",
+        # A paragraph of several lines, or a line too long to be a title, then a scene break:
+        # a novel converted from plain text, one paragraph a line, made a heading of each
+        # whole chapter (and splitting it took time quadratic in its length).
+        "她走了。\n他来了。\n---\n",
+        "她走了。" * 100 + "\n---\n",
     ],
 )
 def test_an_underline_under_no_paragraph_makes_no_heading(text):
-    assert [p.section for p in split_markdown("a.md", text, 1000)] == [()]
+    assert [p.section for p in split_markdown("a.md", text, 10_000)] == [()]
+
+
+def test_a_file_that_starts_with_a_rule_has_no_front_matter():
+    """A first line `---` made everything up to the next `---` front matter, headings
+    included: chapter 1's text was in chapter 2."""
+    text = "---\n\n# Chapter 1\n\nShe left.\n\n---\n\n# Chapter 2\n\nShe came back.\n"
+    passages = split_markdown("s.md", text, 1000)
+    assert [(p.chapter, p.section) for p in passages] == [
+        (0, ()),
+        (1, ("Chapter 1",)),
+        (2, ("Chapter 2",)),
+    ]
+    assert "She left." in passages[1].text
 
 
 def test_an_unnumbered_heading_after_a_chapter_stays_in_it():

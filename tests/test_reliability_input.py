@@ -620,8 +620,9 @@ def test_case14_an_ingest_keeps_another_programs_empty_tables(models, tmp_path, 
     assert store.read_bytes() == content
 
 
+@pytest.mark.parametrize("ending", ["/", "/."])
 @pytest.mark.parametrize("args", [["stats"], ["search", "x"], ["ingest", "missing"]])
-def test_case14_a_store_path_ending_in_a_slash_is_refused(models, tmp_path, capsys, args):
+def test_case14_a_store_path_ending_in_a_slash_is_refused(models, tmp_path, capsys, args, ending):
     """`--store e9.db/` opened `e9.db` to write (SQLite drops the slash) but said "no store"
     to read, and an ingest that failed then removed `e9.db`, an existing store, as new."""
     store = tmp_path / "e9.db"
@@ -629,8 +630,8 @@ def test_case14_a_store_path_ending_in_a_slash_is_refused(models, tmp_path, caps
     assert cli(capsys, "--store", str(store), "ingest", str(tmp_path / "one.md"))[0] == 0
     assert cli(capsys, "--store", str(store), "delete", str(tmp_path / "one.md"))[0] == 0
     content = store.read_bytes()
-    status, _, err = cli(capsys, "--store", f"{store}/", *args)
-    one_line_error(status, err, f"{store}/ names a folder: a store is a file")
+    status, _, err = cli(capsys, "--store", f"{store}{ending}", *args)
+    one_line_error(status, err, f"{store}{ending} names a folder, not a store file")
     assert store.read_bytes() == content
 
 
