@@ -121,6 +121,25 @@ async def _read_until(
     return hits
 
 
+async def _new_roots(
+    storage: Storage,
+    query: Vector,
+    count: int,
+    where: Condition,
+    reached: dict[str, _Reached],
+    *,
+    stats: TraversalStats,
+) -> list[TagHit]:
+    """Those of the `count` passages nearest `query` not `reached` yet, recorded there as
+    roots: what a search adds when what it reached runs out."""
+    stats.vector_searches += 1
+    nearest = await storage.search_hits(query, min(count, MAX_K), where)
+    fresh = [hit for hit in nearest if hit.id not in reached]
+    for hit in fresh:
+        reached[hit.id] = _Reached(0, (), hit.similarity, hit.outgoing)
+    return fresh
+
+
 Paths = tuple[tuple[int, float], ...]
 """The ways a candidate's relevance reached it, as (hops, relevance) pairs, fewest hops
 first (`relevance.best_paths`); its relevance is the last one's (`_Search.inherited`)."""
@@ -214,13 +233,11 @@ class Traversal:
         hits = await _read_until(self.storage, ranked, k, reached, _carried(nearest), where=where)
         lost = len(hits) < min(k, len(ranked))  # to a concurrent write
         while lost:  # the nearest passages not reached yet fill in
-            stats.vector_searches += 1
-            more = await self.storage.search_hits(query, min(len(reached) + k, MAX_K), where)
-            fresh = [hit for hit in more if hit.id not in reached]
+            fresh = await _new_roots(
+                self.storage, query, len(reached) + k, where, reached, stats=stats
+            )
             if not fresh:
                 break
-            for hit in fresh:
-                reached[hit.id] = _Reached(0, (), hit.similarity, hit.outgoing)
             wanted = k - len(hits)
             refill = await _read_until(
                 self.storage,
@@ -392,14 +409,12 @@ class _Search:
         false when there is none.  Called again when the candidates run out before
         `k` are selected (fewer roots than k, a sparse graph), so that a search returns k
         passages whenever the store holds k that pass the filter."""
-        self.stats.vector_searches += 1
-        nearest = await self.storage.search_hits(self.query, min(count, MAX_K), self.where)
-        fresh = [hit for hit in nearest if hit.id not in self.reached]
+        fresh = await _new_roots(
+            self.storage, self.query, count, self.where, self.reached, stats=self.stats
+        )
         if not fresh:
             return False
         self.carried.update(_carried(fresh))
-        for hit in fresh:
-            self.reached[hit.id] = _Reached(0, (), hit.similarity, hit.outgoing)
         self.selector.add([hit.id for hit in fresh], np.array([hit.embedding for hit in fresh]))
         self.stats.candidates += len(fresh)
         return True
