@@ -19,7 +19,8 @@ title only.  Methods, all at their defaults unless named: similarity; `GraphStor
 (the default graph search); `mmr_traversal_search`; `traversal_search`; the alternatives
 the defaults were chosen against (relevance alone, lambda 1; a wave that expands the 10 best
 roots before selecting; no damping of the hops after the first, damping 1, or twice as much,
-damping 0.5; ten passages per tag, adjacent_k 10); personalized PageRank over the whole
+damping 0.5; ten passages per tag, adjacent_k 10; keyword hops that pass no relevance and
+raise nothing, as section paths, `kw structural`); personalized PageRank over the whole
 passage–tag graph seeded by the nearest passages (`benchmarks.pagerank`, computed in memory
 outside the store); and on HotpotQA the `langchain-graph-retriever` anchor (`Eager`, over
 `InMemoryVectorStore` with the same embeddings and links as metadata).  No setting differs
@@ -49,6 +50,7 @@ from benchmarks.pagerank import pagerank_search
 from benchmarks.paired import Paired, all_found, paired
 from graphstore.links import Link
 from graphstore.nodes import Node
+from graphstore.relevance import STRUCTURAL_KINDS
 from graphstore.store import GraphStore, run_sync
 from graphstore.strategy import DEFAULT
 
@@ -71,6 +73,7 @@ ALTERNATIVES: dict[str, dict[str, Any]] = {
     "search damping=1": {"damping": 1.0},
     "search damping=0.5": {"damping": 0.5},
     "search adjacent_k=10": {"adjacent_k": 10},
+    "search kw structural": {"structural_kinds": STRUCTURAL_KINDS | {"kw"}},
 }
 """Settings the default was measured against (`GraphStore.search` options)."""
 

@@ -401,7 +401,8 @@ class _Search:
                     break
                 continue
             self.selected[chosen.id] = chosen
-            if len(self.selected) < strategy.k:  # the last choice's neighbours could not count
+            # The last choice's neighbours could not count.
+            if len(self.selected) < strategy.k and self._expandable(chosen.id):
                 await self.expand([chosen.id])
 
     async def _add_roots(self, count: int) -> bool:
@@ -419,15 +420,15 @@ class _Search:
         self.stats.candidates += len(fresh)
         return True
 
+    def _expandable(self, node_id: str) -> bool:
+        """Not expanded yet, and under the depth limit."""
+        return node_id not in self.expanded and self.reached[node_id].depth < self.strategy.depth
+
     async def expand(self, node_ids: Sequence[str]) -> None:
         """Query the unvisited outgoing tags of the expandable `node_ids` in one wave; then
         expand any selected node that a shorter path brought under the depth limit."""
         strategy = self.strategy
-        parents = [
-            node_id
-            for node_id in node_ids
-            if node_id not in self.expanded and self.reached[node_id].depth < strategy.depth
-        ]
+        parents = [node_id for node_id in node_ids if self._expandable(node_id)]
         self.expanded.update(parents)
         carriers: dict[TagKey, list[str]] = {}
         for parent in parents:
@@ -499,11 +500,7 @@ class _Search:
                 [cited_by for *_, cited_by in admitted],
             )
             self.stats.candidates += len(admitted)
-        overdue = [
-            node_id
-            for node_id in self.selected
-            if node_id not in self.expanded and self.reached[node_id].depth < strategy.depth
-        ]
+        overdue = [node_id for node_id in self.selected if self._expandable(node_id)]
         if overdue:
             await self.expand(overdue)
 
@@ -529,9 +526,8 @@ class _Search:
         still_expanded = self.strategy.k - len(self.selected) - 1  # the last one never is
         width = min(self.storage.read_ahead, still_expanded)
         for node_id in self.selector.leading(width) if width > 0 else ():
-            how = self.reached[node_id]
-            if node_id not in self.expanded and how.depth < self.strategy.depth:
-                missing.update(how.outgoing - self.visited - self.pages.keys())
+            if self._expandable(node_id):
+                missing.update(self.reached[node_id].outgoing - self.visited - self.pages.keys())
         wanted = sorted(missing)
         found, sizes_read = await self.traversal._search_tags(
             wanted, self.query, self.strategy.adjacent_k, self.where, self.stats
