@@ -543,7 +543,12 @@ class EmbeddedStorage(Storage):
             with self._writing("writing to") as seq:
                 if nodes:
                     self._set_dimension(nodes[0].embedding.size)
-                for stored in nodes:
+                for stored in nodes:  # all of one dimension, or the write rolls back
+                    if stored.embedding.size != nodes[0].embedding.size:
+                        raise InvalidInputError(
+                            f"embedding of node {stored.node.id!r} has dimension "
+                            f"{stored.embedding.size}; the store holds {nodes[0].embedding.size}"
+                        )
                     self._write(stored, seq)
             for entry in entries:
                 self._index.put(entry)

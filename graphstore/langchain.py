@@ -4,8 +4,10 @@ This module is the only place that knows LangChain's graph API (deprecated upstr
 removal in langchain-community 0.5); the store itself does not depend on it.  Differences
 from upstream, on purpose: `ids=` is honoured by `add_documents`/`add_texts`, `filter` by
 every search (MMR included), `similarity_score_threshold` works, sync methods work inside a
-running event loop, and documents round-trip exactly: plain searches add no metadata keys and
-`links` appears only on documents that have links.  Graph search results add
+running event loop, an option a search does not take is refused rather than ignored (a typo,
+or `score_threshold` on `similarity`, used to return unfiltered results), and documents
+round-trip exactly: plain searches add no metadata keys and `links` appears only on
+documents that have links (as a set: sorted, each link once).  Graph search results add
 `similarity_score`, `score` (the path-aware relevance they were ranked by), `mmr_score`,
 `depth`, `via` (the `(kind, tag)` that led to the document, None for roots), `path` and
 `raised_by` (`PROVENANCE_KEYS`), but never over a key the document itself has: a document's
@@ -33,6 +35,7 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from pydantic import ConfigDict
 
 from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import InvalidInputError
@@ -40,7 +43,7 @@ from graphstore.links import as_links
 from graphstore.nodes import Hit, Node
 from graphstore.storage import Storage
 from graphstore.store import GraphStore, Query, check_ids, run_sync
-from graphstore.strategy import MMR_TRAVERSAL
+from graphstore.strategy import MMR_TRAVERSAL, check_options
 
 SEARCH_TYPES = (
     "graph",
@@ -74,6 +77,12 @@ def document_to_node(document: Document, node_id: str | None = None) -> Node:
     links = metadata.pop(METADATA_LINKS_KEY, [])
     chosen = _given_or_new_id(document.id if node_id is None else node_id)
     return Node(chosen, document.page_content, metadata, as_links(links))
+
+
+SIMILARITY_OPTIONS = ("k", "filter")
+MMR_OPTIONS = ("k", "fetch_k", "lambda_mult", "filter")
+"""What the similarity and MMR searches take: any other keyword is refused (LangChain's
+stores ignore it, so a typo or a `score_threshold` returned unfiltered results)."""
 
 
 PROVENANCE_KEYS = frozenset(
@@ -202,6 +211,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """Documents most similar to `query` with their cosine similarity."""
+        check_options(kwargs, SIMILARITY_OPTIONS)
         hits = await self.store.asimilarity_search(query, k=k, filter=filter)
         return [(node_to_document(hit.node), hit.similarity) for hit in hits]
 
@@ -209,19 +219,20 @@ class GraphStoreVectorStore(GraphVectorStore):
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """Sync twin of `asimilarity_search_with_score`."""
-        return run_sync(self.asimilarity_search_with_score(query, k, filter))
+        return run_sync(self.asimilarity_search_with_score(query, k, filter, **kwargs))
 
     async def asimilarity_search(
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[Document]:
         """Documents most similar to `query`."""
-        return [doc for doc, _ in await self.asimilarity_search_with_score(query, k, filter)]
+        pairs = await self.asimilarity_search_with_score(query, k, filter, **kwargs)
+        return [doc for doc, _ in pairs]
 
     def similarity_search(
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[Document]:
         """Sync twin of `asimilarity_search`."""
-        return run_sync(self.asimilarity_search(query, k, filter))
+        return run_sync(self.asimilarity_search(query, k, filter, **kwargs))
 
     async def asimilarity_search_by_vector(
         self,
@@ -231,6 +242,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         **kwargs: Any,
     ) -> list[Document]:
         """Documents most similar to `embedding`."""
+        check_options(kwargs, SIMILARITY_OPTIONS)
         hits = await self.store.asimilarity_search_by_vector(embedding, k=k, filter=filter)
         return [node_to_document(hit.node) for hit in hits]
 
@@ -242,7 +254,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         **kwargs: Any,
     ) -> list[Document]:
         """Sync twin of `asimilarity_search_by_vector`."""
-        return run_sync(self.asimilarity_search_by_vector(embedding, k, filter))
+        return run_sync(self.asimilarity_search_by_vector(embedding, k, filter, **kwargs))
 
     async def amax_marginal_relevance_search(
         self,
@@ -254,7 +266,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         **kwargs: Any,
     ) -> list[Document]:
         """MMR over the `fetch_k` nearest documents (no traversal), honouring `filter`."""
-        return await self._ammr(query, k, fetch_k, lambda_mult, filter)
+        return await self._ammr(query, k, fetch_k, lambda_mult, filter, options=kwargs)
 
     async def _ammr(
         self,
@@ -263,7 +275,10 @@ class GraphStoreVectorStore(GraphVectorStore):
         fetch_k: int,
         lambda_mult: float,
         filter: dict[str, Any] | None,
+        *,
+        options: dict[str, Any],
     ) -> list[Document]:
+        check_options(options, MMR_OPTIONS)
         hits = await self.store.ammr_traversal_search(
             query, k=k, depth=0, fetch_k=fetch_k, lambda_mult=lambda_mult, filter=filter
         )
@@ -279,7 +294,9 @@ class GraphStoreVectorStore(GraphVectorStore):
         **kwargs: Any,
     ) -> list[Document]:
         """Sync twin of `amax_marginal_relevance_search`."""
-        return run_sync(self.amax_marginal_relevance_search(query, k, fetch_k, lambda_mult, filter))
+        return run_sync(
+            self.amax_marginal_relevance_search(query, k, fetch_k, lambda_mult, filter, **kwargs)
+        )
 
     async def amax_marginal_relevance_search_by_vector(
         self,
@@ -291,7 +308,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         **kwargs: Any,
     ) -> list[Document]:
         """`amax_marginal_relevance_search` with the query's embedding."""
-        return await self._ammr(embedding, k, fetch_k, lambda_mult, filter)
+        return await self._ammr(embedding, k, fetch_k, lambda_mult, filter, options=kwargs)
 
     def max_marginal_relevance_search_by_vector(
         self,
@@ -305,7 +322,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         """Sync twin of `amax_marginal_relevance_search_by_vector`."""
         return run_sync(
             self.amax_marginal_relevance_search_by_vector(
-                embedding, k, fetch_k, lambda_mult, filter
+                embedding, k, fetch_k, lambda_mult, filter, **kwargs
             )
         )
 
@@ -391,7 +408,16 @@ class GraphStoreVectorStore(GraphVectorStore):
         return run_sync(_collect(self.ammr_traversal_search(query, **kwargs)))
 
     def as_retriever(self, **kwargs: Any) -> GraphStoreRetriever:
-        """A retriever for any search type (`search_type=`, default `graph`; `search_kwargs=`)."""
+        """A retriever for any search type (`search_type=`, default `graph`; `search_kwargs=`);
+        a setting the retriever does not have is a one-line error, not dropped (a misspelt
+        `search_kwargs` used to leave the defaults in force)."""
+        settings = sorted(set(GraphStoreRetriever.model_fields) - {"vectorstore"})
+        unknown = sorted(set(kwargs) - set(settings))
+        if unknown:
+            raise InvalidInputError(
+                f"unknown retriever setting {unknown[0]!r}; known: {', '.join(settings)}"
+            )
+        check_search_type(kwargs.get("search_type", "graph"))
         return GraphStoreRetriever(vectorstore=self, **kwargs)
 
     # -- construction --------------------------------------------------------------------
@@ -444,11 +470,22 @@ class GraphStoreVectorStore(GraphVectorStore):
         given = list(metadatas) if metadatas is not None else [{} for _ in listed]
         if len(given) != len(listed):
             raise InvalidInputError(f"got {len(given)} metadatas for {len(listed)} texts")
+        for position, (text, meta) in enumerate(zip(listed, given, strict=True)):
+            if not isinstance(text, str):
+                raise InvalidInputError(
+                    f"texts[{position}] must be a string, not {type(text).__name__}"
+                )
+            if not isinstance(meta, dict):
+                raise InvalidInputError(
+                    f"metadatas[{position}] must be a dict, not {type(meta).__name__}"
+                )
         return [Document(text, metadata=meta) for text, meta in zip(listed, given, strict=True)]
 
     @staticmethod
     def _nodes(documents: Iterable[Document], ids: Iterable[str | None] | None) -> list[Node]:
         listed = list(documents)
+        if isinstance(ids, str):  # read as a list, "ab" would name two documents "a" and "b"
+            raise InvalidInputError("ids must be a list of strings, not str")
         names = list(ids) if ids is not None else [None] * len(listed)
         if len(names) != len(listed):
             raise InvalidInputError(f"got {len(names)} ids for {len(listed)} documents")
@@ -461,6 +498,9 @@ class GraphStoreRetriever(GraphVectorStoreRetriever):
     Unlike upstream's, keyword arguments given at `invoke` time (e.g. `k=3`) reach every
     search type, and `k` can be set on the retriever itself.
     """
+
+    model_config = ConfigDict(extra="forbid")
+    """A setting the retriever does not have is refused, not dropped."""
 
     k: int | None = None
     """Number of documents to return; overrides `search_kwargs["k"]` when set."""

@@ -200,11 +200,12 @@ class GraphStore:
                 model = await self._checked_model(writing=False)
                 kept = await self._stored_embeddings(batch) if reuse_embeddings else {}
                 missing = [node.text for node in batch if node.id not in kept]
-                raw = iter(await model.aembed_documents(missing) if missing else ())
-                embedded = [
-                    kept[node.id] if node.id in kept else self._unit(next(raw), dimension)
-                    for node in batch
-                ]
+                raw = iter(await self._embed(model, missing))
+                embedded = []
+                for node in batch:  # all one dimension, even in a new store
+                    vector = kept[node.id] if node.id in kept else self._unit(next(raw), dimension)
+                    embedded.append(vector)
+                    dimension = vector.size
                 await self._checked_model(writing=True)  # a model that fails is not recorded
             dimension = embedded[0].size
             await self.storage.upsert(
@@ -446,6 +447,19 @@ class GraphStore:
         run_sync(self.aclose())
 
     # -- helpers -------------------------------------------------------------------------
+
+    @staticmethod
+    async def _embed(model: EmbeddingModel, texts: list[str]) -> list[Any]:
+        """The model's vectors of `texts`, one per text (a model returning more or fewer
+        would put each vector on another passage's row)."""
+        if not texts:
+            return []
+        vectors = list(await model.aembed_documents(texts))
+        if len(vectors) != len(texts):
+            raise InvalidInputError(
+                f"the embedding model returned {len(vectors)} vectors for {len(texts)} texts"
+            )
+        return vectors
 
     @staticmethod
     def _unit(vector: Any, dimension: int | None) -> Vector:

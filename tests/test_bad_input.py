@@ -16,7 +16,7 @@ import pytest
 from graphstore import GraphStore, InvalidInputError, Link, Node, StoreOpenError
 from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import InvalidArgumentError
-from graphstore.nodes import unit
+from graphstore.nodes import StoredNode, unit
 from graphstore.strategy import search_strategy
 from graphstore.testing.embeddings import KeyedEmbeddings
 
@@ -267,3 +267,59 @@ async def test_a_vector_of_huge_or_tiny_values_keeps_its_direction(backend, scal
     assert unit(np.array([1e39, 0.0])).tolist() == [1.0, 0.0]  # finite, though not in float32
     with pytest.raises(ValueError, match="a vector of numbers"):
         unit([10**400, 1])
+
+
+class MisbehavingEmbeddings(KeyedEmbeddings):
+    """A model whose vectors do not match its texts: sizes that differ in one call (a
+    ragged wrapper), or one vector more or fewer than texts."""
+
+    def __init__(self, fault: str) -> None:
+        super().__init__(dimension=DIM)
+        self.fault = fault
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        vectors = super().embed_documents(texts)
+        if self.fault == "ragged":
+            return [vector + [1.0] * position for position, vector in enumerate(vectors)]
+        if self.fault == "one more":
+            return [*vectors, [1.0] * DIM]
+        return vectors[:-1]
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ("ragged", "embedding has dimension 9; the store holds 8"),
+        ("one more", "the embedding model returned 3 vectors for 2 texts"),
+        ("one fewer", "the embedding model returned 1 vectors for 2 texts"),
+    ],
+)
+async def test_a_model_whose_vectors_do_not_match_its_texts_writes_nothing(backend, fault, message):
+    """On a new store, vectors of two sizes in the first batch were written (the second
+    row corrupt, and the embedded index broken until the store was reopened: every later
+    search failed); one vector too many shifted every vector onto the wrong passage, and
+    one too few raised `RuntimeError: coroutine raised StopIteration`."""
+    store = GraphStore(MisbehavingEmbeddings(fault), backend)
+    with pytest.raises(InvalidInputError) as error:
+        await store.aadd_nodes([Node("a", "first"), Node("b", "second")])
+    assert str(error.value) == message
+    assert (await store.astats()).nodes == 0
+    assert await store.aget(["a", "b"]) == []
+    store.embeddings = KeyedEmbeddings(dimension=DIM)
+    await store.aadd_nodes([Node("a", "first"), Node("b", "second")])
+    assert {hit.node.id for hit in await store.asimilarity_search("first", k=2)} == {"a", "b"}
+    assert await store.acheck() == []
+
+
+async def test_a_storage_write_of_two_dimensions_is_refused_whole(backend):
+    """The storage itself refuses a write whose vectors differ in size, before writing any
+    (the embedded backend checked only the first against the store's dimension)."""
+    rows = [
+        StoredNode(Node("a", "first"), unit([1.0, 0.0])),
+        StoredNode(Node("b", "second"), unit([1.0, 0.0, 0.0])),
+    ]
+    with pytest.raises(InvalidInputError, match=r"^embedding of node 'b' has dimension 3; "):
+        await backend.upsert(rows)
+    assert await backend.get(["a", "b"]) == []
+    await backend.upsert(rows[:1])
+    assert [stored.node.id for stored in await backend.get(["a", "b"])] == ["a"]

@@ -332,3 +332,73 @@ def test_a_nodes_own_links_metadata_is_not_hidden_by_its_link_tags(vectorstore):
     page, other = vectorstore.get_by_ids(["page", "other"])
     assert page.metadata == {"links": urls}
     assert other.metadata["links"] == [LangChainLink(kind="topic", direction="bidir", tag="gen")]
+
+
+async def test_an_option_a_search_does_not_take_is_refused_not_ignored(vectorstore):
+    """`score_threshold` on `similarity` or `mmr`, `depth` on `mmr`, or a misspelt option
+    used to be dropped: the search returned what it would without it, unfiltered."""
+    vectorstore.add_texts(["alpha", "beta", "gamma"], ids=["a", "b", "c"])
+    vector = vectorstore.embeddings.embed_query("alpha")
+    refused = [
+        (lambda: vectorstore.similarity_search("alpha", score_threshold=0.9), "score_threshold"),
+        (lambda: vectorstore.similarity_search_with_score("alpha", bogus=1), "bogus"),
+        (lambda: vectorstore.similarity_search_by_vector(vector, depth=2), "depth"),
+        (lambda: vectorstore.max_marginal_relevance_search("alpha", depth=2), "depth"),
+        (
+            lambda: vectorstore.max_marginal_relevance_search_by_vector(vector, lamda_mult=1),
+            "lamda_mult",
+        ),
+        (
+            lambda: vectorstore.as_retriever(
+                search_type="similarity", search_kwargs={"score_threshold": 0.9}
+            ).invoke("alpha"),
+            "score_threshold",
+        ),
+        (
+            lambda: vectorstore.as_retriever(
+                search_type="mmr", search_kwargs={"lamda_mult": 0.2}
+            ).invoke("alpha"),
+            "lamda_mult",
+        ),
+    ]
+    for search, option in refused:
+        with pytest.raises(InvalidInputError, match=rf"^unknown search option '{option}'; known: "):
+            search()
+    with pytest.raises(InvalidInputError, match=r"^unknown search option 'bogus'"):
+        await vectorstore.asimilarity_search("alpha", bogus=1)
+    with pytest.raises(InvalidInputError, match=r"^unknown retriever setting 'search_kwrgs'"):
+        vectorstore.as_retriever(search_kwrgs={"k": 1})
+    with pytest.raises(InvalidInputError, match=r"^unknown search_type 'bogus'"):
+        vectorstore.as_retriever(search_type="bogus")
+    with pytest.raises(ValueError, match="search_kwrgs"):  # pydantic's error, built directly
+        GraphStoreRetriever(vectorstore=vectorstore, search_kwrgs={"k": 1})
+    kept = vectorstore.as_retriever(
+        search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.99}
+    )
+    assert [d.id for d in kept.invoke("alpha")] == ["a"]
+
+
+def test_texts_ids_and_metadatas_of_the_wrong_type_are_refused_writing_nothing(vectorstore):
+    """A single string of ids was split into characters (`ids="ab"` named two documents "a"
+    and "b"); a None text or metadata raised pydantic's multi-line validation error."""
+    cases = [
+        (
+            lambda: vectorstore.add_texts(["one", "two"], ids="ab"),
+            "ids must be a list of strings, not str",
+        ),
+        (
+            lambda: vectorstore.add_documents([Document("x")], ids="k"),
+            "ids must be a list of strings, not str",
+        ),
+        (lambda: vectorstore.add_texts(["one", None]), "texts[1] must be a string, not NoneType"),
+        (
+            lambda: vectorstore.add_texts(["one"], [None]),
+            "metadatas[0] must be a dict, not NoneType",
+        ),
+    ]
+    for add, message in cases:
+        with pytest.raises(InvalidInputError) as error:
+            add()
+        assert str(error.value) == message
+    assert vectorstore.get_by_ids(["a", "b", "k", "ab"]) == []
+    assert vectorstore.store.stats().nodes == 0
