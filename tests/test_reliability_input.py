@@ -791,17 +791,27 @@ def test_case14_a_failed_ingest_leaves_no_new_store_file(models, tmp_path, capsy
     assert sorted(path.name for path in tmp_path.iterdir()) == ["bad.txt"]
 
 
-def cassandra_keyspaces() -> set[str]:
-    """The keyspaces of the test node."""
+def cassandra_session_run(cql: str) -> list[Any]:
+    """The rows of one statement (no values) on the test node."""
     from cassandra.cluster import Cluster
 
     host, _, port = cassandra_contact().partition(":")
     cluster = Cluster([host], port=int(port or 9042))
     try:
-        rows = cluster.connect().execute("SELECT keyspace_name FROM system_schema.keyspaces")
-        return {row.keyspace_name for row in rows}
+        return list(cluster.connect().execute(cql, timeout=60))
     finally:
         cluster.shutdown()
+
+
+def cassandra_keyspaces() -> set[str]:
+    """The keyspaces of the test node."""
+    rows = cassandra_session_run("SELECT keyspace_name FROM system_schema.keyspaces")
+    return {row.keyspace_name for row in rows}
+
+
+def cassandra_drop_keyspace(keyspace: str) -> None:
+    """Drop a keyspace a test made (each costs the node heap)."""
+    cassandra_session_run(f'DROP KEYSPACE IF EXISTS "{keyspace}"')
 
 
 @pytest.mark.parametrize(
@@ -825,6 +835,34 @@ def test_case14_a_failed_ingest_leaves_no_new_keyspace(models, tmp_path, capsys)
     status, _, err = cli(capsys, "--store", url, "ingest", str(tmp_path / "bad.txt"))
     one_line_error(status, err, "is not UTF-8")
     assert keyspace not in cassandra_keyspaces()
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("replication_factor=3", "Cannot achieve consistency level"),
+        ("consistency=THREE", "Cannot achieve consistency level THREE"),
+        ("write_consistency=EACH_QUORUM", "EACH_QUORUM"),
+    ],
+)
+def test_case14_an_ingest_the_cluster_cannot_serve_leaves_no_new_keyspace(
+    models, tmp_path, capsys, option, message
+):
+    """On one node, these failed after the keyspace was made (opening the store, or after
+    the model was recorded in its meta table), and the keyspace stayed: the corrected
+    command was then refused, the keyspace having replication factor 3."""
+    (tmp_path / "a.md").write_text("# A\n\nText.\n")
+    keyspace = f"new_{uuid.uuid4().hex[:8]}"
+    url = f"cassandra://{cassandra_contact()}/{keyspace}"
+    status, _, err = cli(capsys, "--store", f"{url}?{option}", "ingest", str(tmp_path / "a.md"))
+    assert status != 0
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+    assert keyspace not in cassandra_keyspaces()
+    status, _, _ = cli(capsys, "--store", url, "ingest", str(tmp_path / "a.md"))
+    assert status == 0
+    assert keyspace in cassandra_keyspaces()
+    cassandra_drop_keyspace(keyspace)
 
 
 def test_case14_cli_filter_values_are_json_scalars(models, tmp_path, capsys):

@@ -24,6 +24,7 @@ from cassandra import (
     WriteTimeout,
 )
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, NoHostAvailable
+from cassandra.connection import ConnectionBusy
 from cassandra.policies import RetryPolicy
 from cassandra.query import BatchStatement, BatchType, tuple_factory
 
@@ -42,6 +43,20 @@ notices that a node died.  Too few replicas alive (Unavailable) fails at once.  
 that failed a write: Cassandra 5.0.9 fails a write into a vector index's memtable when more
 than `concurrent_writes` writes insert into it at once (CASSANDRA-21644, fixed later), which
 a load of many passages at a time meets; the write succeeds when sent again."""
+
+
+def transient(cause: BaseException | None) -> bool:
+    """Whether a failed request may succeed when sent again: replicas that did not answer
+    (`REPLICA_ERRORS`), or a connection of this client too busy to take it (the driver's
+    `ConnectionBusy` for every host tried: large batches, passages of hundreds of KB, still
+    queued on the socket; they drain).  ConnectionBusy ended an ingest of 40 passages of
+    330 KB on one node, and hid the server's own error for a batch over its size limit."""
+    if isinstance(cause, REPLICA_ERRORS):
+        return True
+    if not isinstance(cause, NoHostAvailable) or not cause.errors:
+        return False
+    return all(isinstance(error, ConnectionBusy) for error in cause.errors.values())
+
 
 Decision = tuple[int, Any]
 """A retry policy's answer: RETRY, RETRY_NEXT_HOST or RETHROW, and a consistency level."""
@@ -275,8 +290,9 @@ class Requests:
     async def execute(self, statement: Any, values: Sequence[Any] | None = None) -> list[Any]:
         """Run one statement under the in-flight bound; return the rows of every page.
 
-        A statement the cluster could not complete because replicas timed out is sent again
-        if it is idempotent (all are but counter increments), after a growing pause, until
+        A statement the cluster could not complete because replicas timed out, or that this
+        client's connections were too busy to send (`transient`), is sent again if it is
+        idempotent (all are but counter increments), after a growing pause, until
         `retry_window` seconds have passed: the other nodes notice a node that died only after
         10-30 s, and until then every logged batch whose batchlog they send to it times out.
         A re-sent statement gets a new client timestamp (the driver's own retries keep
@@ -290,9 +306,8 @@ class Requests:
             try:
                 return await self._execute_once(statement, values)
             except StorageError as error:
-                transient = isinstance(error.__cause__, REPLICA_ERRORS)
-                idempotent = getattr(statement, "is_idempotent", False)
-                if not (transient and idempotent) or time.monotonic() + pause > deadline:
+                again = transient(error.__cause__) and getattr(statement, "is_idempotent", False)
+                if not again or time.monotonic() + pause > deadline:
                     raise
             await asyncio.sleep(pause)
             pause = min(2 * pause, LONGEST_PAUSE)

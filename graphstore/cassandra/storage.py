@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,7 @@ from graphstore.cassandra.filters import (
 from graphstore.cassandra.hot_tags import HotTags
 from graphstore.cassandra.layout import TagLayout
 from graphstore.cassandra.queries import (
+    ANY_NODE,
     CREATE_META,
     INSERT_MODEL,
     SCAN_HITS,
@@ -83,6 +85,19 @@ from graphstore.filters import EVERYTHING, Condition, FilterValues, holds, match
 from graphstore.links import TagKey
 from graphstore.nodes import StoredNode, TagHit, Vector
 from graphstore.storage import ScoredNode, Storage, StoreStats, values_by_id
+
+
+def _drop_if_new(cluster: Cluster, keyspace: str, created: bool) -> None:
+    """Shut down a cluster whose store could not be opened, first dropping the keyspace
+    this opening `created` while it holds no table (a consistency level the cluster cannot
+    serve failed right after it was made, and the keyspace stayed, refusing the next try
+    with other settings)."""
+    if created:
+        with suppress(Exception):
+            session = cluster.connect()
+            if not session.execute(session.prepare(SELECT_TABLES), (keyspace,)).all():
+                session.execute(f'DROP KEYSPACE IF EXISTS "{keyspace}"', timeout=DDL_TIMEOUT)
+    cluster.shutdown()
 
 
 class CassandraStorage(Storage):
@@ -252,6 +267,7 @@ class CassandraStorage(Storage):
             ) from error
         except Exception as error:
             raise StoreOpenError(f"cannot open Cassandra at {where}: {one_line(error)}") from error
+        created = False
         try:
             session = cluster.connect()
             existed = bool(session.execute(session.prepare(SELECT_KEYSPACE), (keyspace,)).all())
@@ -263,6 +279,7 @@ class CassandraStorage(Storage):
                     f"WITH replication = {replication_map}",
                     timeout=DDL_TIMEOUT,
                 )
+                created = True
             storage = cls(session, keyspace, table, **options)
             storage.created_keyspace = not existed
             if storage.dimension is None and not create:
@@ -277,10 +294,10 @@ class CassandraStorage(Storage):
                     "ALTER KEYSPACE, then run a full repair"
                 )
         except (InvalidInputError, StoreOpenError):
-            cluster.shutdown()
+            _drop_if_new(cluster, keyspace, created)
             raise
         except Exception as error:
-            cluster.shutdown()
+            _drop_if_new(cluster, keyspace, created)
             raise StoreOpenError(f"cannot open Cassandra at {where}: {one_line(error)}") from error
         storage._cluster = cluster
         return storage
@@ -605,16 +622,22 @@ class CassandraStorage(Storage):
         await asyncio.to_thread(drop_tables)
 
     async def drop_created_keyspace(self) -> None:
-        """Drop the keyspace `connect` created, if it holds no table yet: a command that
-        failed before its first write leaves nothing behind."""
+        """Drop the keyspace `connect` created, if it holds only this store's tables and no
+        passage: a command that failed before its first passage was written (after the
+        model was recorded, or the tables made) leaves nothing behind, so that it can be
+        run again with other settings (a replication factor the cluster can serve)."""
         if not self.created_keyspace:
             return
 
         def drop_if_unused() -> None:
-            if not self._requests.execute_now(SELECT_TABLES, (self.keyspace,)):
-                self.session.execute(
-                    f'DROP KEYSPACE IF EXISTS "{self.keyspace}"', timeout=DDL_TIMEOUT
-                )
+            tables = {row[0] for row in self._requests.execute_now(SELECT_TABLES, (self.keyspace,))}
+            if not tables <= {f"{self.table}_{part}" for part in PARTS}:
+                return
+            if f"{self.table}_nodes" in tables and self._requests.execute_now(
+                self._requests.cql(ANY_NODE), ()
+            ):
+                return
+            self.session.execute(f'DROP KEYSPACE IF EXISTS "{self.keyspace}"', timeout=DDL_TIMEOUT)
 
         await asyncio.to_thread(drop_if_unused)
 

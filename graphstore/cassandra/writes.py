@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,8 @@ from graphstore.cassandra.queries import (
     INSERT_HOT,
     INSERT_NODE,
     INSERT_TAG,
+    SCAN_HOT,
+    SCAN_TAG_KEYS,
     SELECT_PLACEMENTS,
 )
 from graphstore.cassandra.ranges import Cells, RangeColumns, cells, updates, wanted
@@ -74,13 +76,37 @@ class Writer:
         rows = await self._requests.run_keys(
             SELECT_PLACEMENTS, [(node_id,) for node_id in node_ids]
         )
-        return {
-            node_id: (
-                placements(incoming_tags(decode_links(links)), tag_map(tag_buckets)),
-                FilterValues.of_terms(terms or ()),
-            )
-            for node_id, links, tag_buckets, terms in rows
-        }
+        stored: dict[str, Stored] = {}
+        unreadable: dict[str, FilterValues] = {}
+        for node_id, links, tag_buckets, terms in rows:
+            values = FilterValues.of_terms(terms or ())
+            try:
+                tags = incoming_tags(decode_links(links))
+            except (ValueError, TypeError):  # changed outside graphstore (`check` names it)
+                unreadable[node_id] = values
+                continue
+            stored[node_id] = (placements(tags, tag_map(tag_buckets)), values)
+        if unreadable:
+            found = await self._tag_rows_of(unreadable.keys())
+            for node_id, values in unreadable.items():
+                stored[node_id] = (found[node_id], values)
+        return stored
+
+    async def _tag_rows_of(self, node_ids: Iterable[str]) -> dict[str, dict[TagKey, int]]:
+        """Where the tag rows of nodes whose `links` cannot be read are, from scans of both tag
+        tables: a repair, rare and slow, so that writing such a node again or deleting it
+        leaves none behind (its links used to end both in a JSON traceback)."""
+        found: dict[str, dict[TagKey, int]] = {node_id: {} for node_id in node_ids}
+        small, hot = await asyncio.gather(
+            self._requests.run(SCAN_TAG_KEYS, ()), self._requests.run(SCAN_HOT, ())
+        )
+        for kind, tag, node_id in small:
+            if node_id in found:
+                found[node_id][(kind, tag)] = SMALL
+        for kind, tag, bucket, node_id, *_ in hot:
+            if node_id in found:
+                found[node_id][(kind, tag)] = bucket
+        return found
 
     async def upsert(self, nodes: Sequence[StoredNode]) -> None:
         """Write `nodes` (distinct ids); raise the first failure after counting the rest."""
