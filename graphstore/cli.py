@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import sys
-import textwrap
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -36,7 +35,7 @@ from graphstore.errors import (
 )
 from graphstore.filter_expressions import filter_of
 from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, text_linker
-from graphstore.inline import escaped, inline
+from graphstore.inline import escaped, inline, snippet
 from graphstore.link_cache import LinkCache, cache_path
 from graphstore.links import TagKey
 from graphstore.location import (
@@ -413,7 +412,7 @@ def _print_hit(rank: int, hit: Hit) -> None:
     if section:
         headings = section if isinstance(section, list) else [section]
         print(f"    § {inline(' / '.join(map(str, headings)))}")
-    print(textwrap.indent(textwrap.shorten(hit.node.text, 240, placeholder=" …"), "    "))
+    print(f"    {snippet(hit.node.text)}")
 
 
 def _stop_on_terminate() -> None:

@@ -6,6 +6,10 @@ the names an error message quotes)."""
 from __future__ import annotations
 
 import json
+import textwrap
+
+SNIPPET = 240
+"""Characters of a passage's start that a listing shows (`graphstore search`)."""
 
 
 def inline(text: str) -> str:
@@ -31,3 +35,16 @@ def _escape(char: str) -> str:
 
 SURROGATE_ESCAPES = (0xDC80, 0xDCFF)
 """Where Python puts the bytes of a file name that are not UTF-8 (`surrogateescape`)."""
+
+
+def snippet(text: str, width: int = SNIPPET) -> str:
+    """The start of a passage on one line: whitespace collapsed, cut at a word when the text
+    has words, else at `width` characters (`textwrap.shorten` alone drops a first word
+    longer than `width` whole: a Chinese passage, which has no spaces, showed as "…"), and
+    characters that do not print escaped (a terminal escape in a passage reached the
+    terminal raw)."""
+    flat = " ".join(text.split())
+    if len(flat) > width:
+        cut = textwrap.shorten(flat, width, placeholder=" …")
+        flat = cut if len(cut) > width // 2 else flat[: width - 2] + " …"
+    return escaped(flat)

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field, Strict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from graphstore.card_store import aget_card, aplan_cards, astored_cards, awrite_cards
 from graphstore.cards import CARD, Card, card_from_mapping, card_id, fact_as_of, render_card
@@ -38,13 +38,19 @@ as_of_chapter to leave out everything from later chapters."""
 class LinkInput(BaseModel):
     """A link tag: `out` reaches passages linking `in` on the same kind and tag."""
 
+    model_config = ConfigDict(extra="forbid")
+
     kind: str
     direction: str = Field(description="in, out or bidir")
     tag: str
 
 
 class PassageInput(BaseModel):
-    """A passage to add or replace (same id: replaced)."""
+    """A passage to add or replace (same id: replaced).  A field it does not have is
+    refused, not dropped: `chapter` beside `metadata` rather than in it was stored as no
+    chapter, which no as-of search then returned."""
+
+    model_config = ConfigDict(extra="forbid")
 
     id: str
     text: str

@@ -172,7 +172,10 @@ class GraphStore:
 
         The whole input is validated before anything is written.  Writes go in batches of
         `batch_size`; each node is written completely or not at all, so a failure part-way
-        leaves earlier batches stored and re-running the same input is idempotent.  With
+        leaves earlier batches stored and re-running the same input is idempotent.  Each
+        batch starts by yielding to the event loop: a store whose writes never wait (the
+        embedded one) would otherwise not see a Ctrl-C or SIGTERM, both delivered as a cancel
+        at the next wait, until the whole input was written.  With
         `reuse_embeddings`, a node stored under its id with the same text keeps its stored
         embedding instead of being embedded again: what an ingest does, since the store's
         model made that embedding from that text (a node stored with a vector of its own
@@ -193,6 +196,7 @@ class GraphStore:
                 given.append(self._unit(vector, dimension))
                 dimension = given[-1].size
         for start in range(0, len(checked), self.batch_size):
+            await asyncio.sleep(0)  # a Ctrl-C or SIGTERM (a cancel) stops the write here
             batch = checked[start : start + self.batch_size]
             if given is not None:
                 embedded = given[start : start + self.batch_size]

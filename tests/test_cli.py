@@ -507,3 +507,21 @@ def test_a_passage_of_kind_card_that_is_no_card_leaves_prompt_working(tmp_path, 
     assert capsys.readouterr().err.startswith(
         "graphstore: error: the stored card card:Ahab was changed outside graphstore: "
     )
+
+
+def test_search_shows_the_start_of_a_passage_without_spaces_and_escapes_its_controls(
+    tmp_path, capsys
+):
+    """`textwrap.shorten` dropped a first word longer than 240 characters whole: a Chinese
+    passage (no spaces) showed as "…".  A terminal escape in a passage reached the terminal
+    raw, where names were already escaped."""
+    (tmp_path / "novel.txt").write_text("孙悟空" * 120 + "\n")
+    (tmp_path / "notes.txt").write_text("The monkey \x1b]0;pwned\x07 king.\n")
+    store = tmp_path / "s.db"
+    assert main(["--store", str(store), "ingest", str(tmp_path), "--links", "none"]) == 0
+    capsys.readouterr()
+    assert main(["--store", str(store), "search", "孙悟空", "-k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "    " + "孙悟空" * 79 + "孙 …" in out
+    assert "\x1b" not in out
+    assert "The monkey \\u001b]0;pwned\\u0007 king." in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sqlite3
 import subprocess
@@ -243,3 +244,20 @@ def test_a_failing_clean_up_hides_no_error_keeps_the_file_and_closes_the_store(
     assert path.exists()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         storage._db.execute("SELECT 1")
+
+
+async def test_a_cancel_stops_a_write_between_batches(backend):
+    """Ctrl-C and SIGTERM reach a command as a cancel of its task, delivered at its next
+    wait; the embedded store's writes never wait, so an ingest that had nothing to embed ran
+    to its end, wrote everything, and only then said it was interrupted (or, after SIGTERM,
+    exited 0)."""
+    store = GraphStore(None, backend, batch_size=1)
+    nodes = [Node(f"n{i}", f"passage {i}") for i in range(3)]
+    await store.aadd_nodes(nodes[:1], vectors=[[1.0, 0.0]])
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().call_soon(task.cancel)  # what the signal handlers do
+    with pytest.raises(asyncio.CancelledError):
+        await store.aadd_nodes(nodes, vectors=[[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]])
+    task.uncancel()
+    assert (await store.astats()).nodes == 1

@@ -157,6 +157,23 @@ async def test_an_agent_builds_and_queries_a_world_over_mcp(store_url, tmp_path)
         )
         assert as_card.is_error
         assert "use put_card" in text_of(as_card)
+        # A field a passage or link does not have was dropped: chapter 28 stored as none.
+        for passage, message in [
+            ({"id": "ch28", "text": "第二十八回", "chapter": 28}, "passages.0.chapter: Extra"),
+            ({"id": "ch29", "text": "x", "metdata": {"chapter": 29}}, "passages.0.metdata: Extra"),
+            (
+                {
+                    "id": "l",
+                    "text": "x",
+                    "links": [{"kind": "k", "direction": "in", "tag": "t", "weight": 5}],
+                },
+                "passages.0.links.0.weight: Extra",
+            ),
+        ]:
+            extra = await client.call_tool("put_passages", {"passages": [passage]})
+            assert extra.is_error
+            assert message in text_of(extra)
+            assert (await client.call_tool("get_passage", {"id": passage["id"]})).is_error
         for arguments, message in [
             ({"query": "x", "k": 2.5}, "search: k: Input should be a valid integer"),
             ({"query": 5}, "search: query: Input should be a valid string"),
