@@ -21,9 +21,9 @@ from graphstore import GraphStore, Link, Node, vector_codec
 from graphstore.cassandra import CassandraStorage, parse_url
 from graphstore.cassandra.consistency import Consistency
 from graphstore.cassandra.rows import ranked_groups
-from graphstore.cassandra.session import key_chunks, transient
+from graphstore.cassandra.session import key_chunks, said, transient
 from graphstore.cassandra.tag_reads import IN_TAGS
-from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
+from graphstore.errors import InvalidInputError, StorageError, StoreOpenError, one_line
 from graphstore.filters import EVERYTHING, parse_filter
 from graphstore.nodes import StoredNode, unit
 from graphstore.store import run_sync
@@ -628,3 +628,14 @@ def test_a_busy_connection_is_transient_and_a_refusal_is_not():
     assert not transient(NoHostAvailable("no host", {}))
     assert not transient(InvalidRequest("batch too large"))
     assert not transient(None)
+
+
+def test_a_request_no_node_could_take_says_so():
+    """A node stopped mid-ingest left the driver's `('Unable to complete the operation
+    against any hosts', {})`, which named no host and no cause."""
+    gone = NoHostAvailable("Unable to complete the operation against any hosts", {})
+    assert said(gone) == (
+        "no Cassandra node is up (all it knew stopped answering: is the node running?)"
+    )
+    busy = NoHostAvailable("no host", {"127.0.0.1:9042": ConnectionBusy("overloaded")})
+    assert said(busy) == one_line(busy)

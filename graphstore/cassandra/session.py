@@ -45,6 +45,15 @@ than `concurrent_writes` writes insert into it at once (CASSANDRA-21644, fixed l
 a load of many passages at a time meets; the write succeeds when sent again."""
 
 
+def said(error: BaseException) -> str:
+    """What a driver error says, on one line; the driver's "no host" with no host tried
+    (every node it knew is down: stopped, or killed mid-ingest) said only
+    `('Unable to complete the operation against any hosts', {})`."""
+    if isinstance(error, NoHostAvailable) and not error.errors:
+        return "no Cassandra node is up (all it knew stopped answering: is the node running?)"
+    return one_line(error)
+
+
 def transient(cause: BaseException | None) -> bool:
     """Whether a failed request may succeed when sent again: replicas that did not answer
     (`REPLICA_ERRORS`), or a connection of this client too busy to take it (the driver's
@@ -278,7 +287,7 @@ class Requests:
         except Exception as error:
             unreached = isinstance(error, (NoHostAvailable, OperationTimedOut))
             what = "request failed" if unreached else "refused a statement"
-            raise StorageError(f"Cassandra {what}: {one_line(error)}") from error
+            raise StorageError(f"Cassandra {what}: {said(error)}") from error
 
     def batch(self) -> BatchStatement:
         """An empty logged batch at the write level (idempotent: its rows carry timestamps)."""
@@ -320,7 +329,7 @@ class Requests:
             future = self.session.execute_async(statement, values, execution_profile=self.profile)
         except Exception as error:
             self.gate.release()
-            raise StorageError(f"Cassandra request failed: {one_line(error)}") from error
+            raise StorageError(f"Cassandra request failed: {said(error)}") from error
         future.add_callbacks(page.rows, page.error)
         rows: list[Any] = []
         try:
@@ -332,7 +341,7 @@ class Requests:
                 page.waiter = loop.create_future()
                 future.start_fetching_next_page()
         except Exception as error:
-            raise StorageError(f"Cassandra request failed: {one_line(error)}") from error
+            raise StorageError(f"Cassandra request failed: {said(error)}") from error
 
     async def run(
         self, template: str, values: Sequence[Any], where: str = "", prefix: str = " AND "
