@@ -306,7 +306,7 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
             f"--links names no extractor: give some of {', '.join(LINK_CHOICES)}, or none"
         )
     if "none" in names:
-        raise InvalidInputError("--links none means no links: give it alone, not with others")
+        raise InvalidInputError("--links none means no links: give it alone")
     unknown = [name for name in names if name not in LINK_CHOICES]
     if unknown:
         raise InvalidInputError(

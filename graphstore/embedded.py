@@ -547,7 +547,8 @@ class EmbeddedStorage(Storage):
                     if stored.embedding.size != nodes[0].embedding.size:
                         raise InvalidInputError(
                             f"embedding of node {stored.node.id!r} has dimension "
-                            f"{stored.embedding.size}; the store holds {nodes[0].embedding.size}"
+                            f"{stored.embedding.size}; the write's first has "
+                            f"{nodes[0].embedding.size}"
                         )
                     self._write(stored, seq)
             for entry in entries:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import unicodedata
 
 SNIPPET = 240
 """Characters of a passage's start that a listing shows (`graphstore search`)."""
@@ -41,10 +42,17 @@ def snippet(text: str, width: int = SNIPPET) -> str:
     """The start of a passage on one line: whitespace collapsed, cut at a word when the text
     has words, else at `width` characters (`textwrap.shorten` alone drops a first word
     longer than `width` whole: a Chinese passage, which has no spaces, showed as "…"), and
-    characters that do not print escaped (a terminal escape in a passage reached the
-    terminal raw)."""
+    control characters and surrogates escaped (a terminal escape in a passage reached the
+    terminal raw; the zero-width joiners and soft hyphens of real text stay as they are)."""
     flat = " ".join(text.split())
     if len(flat) > width:
         cut = textwrap.shorten(flat, width, placeholder=" …")
         flat = cut if len(cut) > width // 2 else flat[: width - 2] + " …"
-    return escaped(flat)
+    return "".join(
+        _escape(char) if unicodedata.category(char) in UNSHOWN else char for char in flat
+    )
+
+
+UNSHOWN = frozenset({"Cc", "Cs"})
+"""Unicode categories a snippet escapes: controls (a terminal reads them as commands) and
+surrogates (which no terminal encoding takes)."""

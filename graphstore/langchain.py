@@ -22,7 +22,7 @@ retriever's default.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from langchain_community.graph_vectorstores.base import GraphVectorStore, GraphVectorStoreRetriever
@@ -475,11 +475,12 @@ class GraphStoreVectorStore(GraphVectorStore):
                 raise InvalidInputError(
                     f"texts[{position}] must be a string, not {type(text).__name__}"
                 )
-            if not isinstance(meta, dict):
+            if not isinstance(meta, Mapping):
                 raise InvalidInputError(
                     f"metadatas[{position}] must be a dict, not {type(meta).__name__}"
                 )
-        return [Document(text, metadata=meta) for text, meta in zip(listed, given, strict=True)]
+        pairs = zip(listed, given, strict=True)
+        return [Document(text, metadata=dict(meta)) for text, meta in pairs]
 
     @staticmethod
     def _nodes(documents: Iterable[Document], ids: Iterable[str | None] | None) -> list[Node]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from types import MappingProxyType
 
 import pytest
 from langchain_core.documents import Document
@@ -402,3 +403,5 @@ def test_texts_ids_and_metadatas_of_the_wrong_type_are_refused_writing_nothing(v
         assert str(error.value) == message
     assert vectorstore.get_by_ids(["a", "b", "k", "ab"]) == []
     assert vectorstore.store.stats().nodes == 0
+    vectorstore.add_texts(["m"], [MappingProxyType({"a": 1})], ids=["m"])  # any mapping
+    assert vectorstore.get_by_ids(["m"])[0].metadata == {"a": 1}

@@ -49,7 +49,6 @@ READ_TAGS = (
 )
 READ_TAG_KEYS = "SELECT tag, buckets, node_id, filter_terms FROM {tags} WHERE kind = ? AND tag = ?"
 READ_BUCKETS = "SELECT buckets FROM {tags} WHERE kind = ? AND tag = ? LIMIT 1"
-ANY_NODE = "SELECT node_id FROM {nodes} LIMIT 1"
 ADD_BUCKETS = "UPDATE {tags} SET buckets = buckets + ? WHERE kind = ? AND tag = ?"
 
 # Hot parts (bucketed, SAI-indexed) and the hot-tag directory (counters of hot rows)

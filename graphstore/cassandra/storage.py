@@ -44,7 +44,6 @@ from graphstore.cassandra.filters import (
 from graphstore.cassandra.hot_tags import HotTags
 from graphstore.cassandra.layout import TagLayout
 from graphstore.cassandra.queries import (
-    ANY_NODE,
     CREATE_META,
     INSERT_MODEL,
     SCAN_HITS,
@@ -622,22 +621,17 @@ class CassandraStorage(Storage):
         await asyncio.to_thread(drop_tables)
 
     async def drop_created_keyspace(self) -> None:
-        """Drop the keyspace `connect` created, if it holds only this store's tables and no
-        passage: a command that failed before its first passage was written (after the
-        model was recorded, or the tables made) leaves nothing behind, so that it can be
-        run again with other settings (a replication factor the cluster can serve)."""
+        """Drop the keyspace `connect` created, if it holds no table yet: a command that
+        failed before its first write leaves nothing behind.  (Once a table is there, another
+        process may be using the keyspace: a check and a drop cannot be one step.)"""
         if not self.created_keyspace:
             return
 
         def drop_if_unused() -> None:
-            tables = {row[0] for row in self._requests.execute_now(SELECT_TABLES, (self.keyspace,))}
-            if not tables <= {f"{self.table}_{part}" for part in PARTS}:
-                return
-            if f"{self.table}_nodes" in tables and self._requests.execute_now(
-                self._requests.cql(ANY_NODE), ()
-            ):
-                return
-            self.session.execute(f'DROP KEYSPACE IF EXISTS "{self.keyspace}"', timeout=DDL_TIMEOUT)
+            if not self._requests.execute_now(SELECT_TABLES, (self.keyspace,)):
+                self.session.execute(
+                    f'DROP KEYSPACE IF EXISTS "{self.keyspace}"', timeout=DDL_TIMEOUT
+                )
 
         await asyncio.to_thread(drop_if_unused)
 
