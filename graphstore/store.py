@@ -211,7 +211,6 @@ class GraphStore:
                     embedded.append(vector)
                     dimension = vector.size
                 await self._checked_model(writing=True)  # a model that fails is not recorded
-            dimension = embedded[0].size
             await self.storage.upsert(
                 [StoredNode(node, vector) for node, vector in zip(batch, embedded, strict=True)]
             )
