@@ -411,12 +411,8 @@ class GraphStoreVectorStore(GraphVectorStore):
         """A retriever for any search type (`search_type=`, default `graph`; `search_kwargs=`);
         a setting the retriever does not have is a one-line error, not dropped (a misspelt
         `search_kwargs` used to leave the defaults in force)."""
-        settings = sorted(set(GraphStoreRetriever.model_fields) - {"vectorstore"})
-        unknown = sorted(set(kwargs) - set(settings))
-        if unknown:
-            raise InvalidInputError(
-                f"unknown retriever setting {unknown[0]!r}; known: {', '.join(settings)}"
-            )
+        settings = set(GraphStoreRetriever.model_fields) - {"vectorstore"}
+        check_options(kwargs, settings, "retriever setting")
         check_search_type(kwargs.get("search_type", "graph"))
         return GraphStoreRetriever(vectorstore=self, **kwargs)
 

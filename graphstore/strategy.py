@@ -53,14 +53,15 @@ def check_kinds(name: str, value: Any) -> frozenset[str]:
     return frozenset(kinds)
 
 
-def check_options(options: Iterable[str], known: Iterable[str]) -> None:
-    """A one-line error naming the first of `options` not in `known`, and the known ones."""
+def check_options(
+    options: Iterable[str], known: Iterable[str], what: str = "search option"
+) -> None:
+    """A one-line error naming the first of `options` not in `known` (each a `what`), and
+    the known ones."""
     names = set(known)
     unknown = sorted(set(options) - names)
     if unknown:
-        raise InvalidInputError(
-            f"unknown search option {unknown[0]!r}; known: {', '.join(sorted(names))}"
-        )
+        raise InvalidInputError(f"unknown {what} {unknown[0]!r}; known: {', '.join(sorted(names))}")
 
 
 ROOTS = 5
