@@ -24,8 +24,9 @@ path (`Card.file`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Hashable
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -42,15 +43,43 @@ from graphstore.splitting import (
 
 MARKDOWN = (".md", ".markdown")
 YAML = (".yaml", ".yml")
+MERGE = "tag:yaml.org,2002:merge"
+
+
+@cache
+def _loader() -> type[Any]:
+    """PyYAML's safe loader refusing a key given twice in one mapping: it keeps the last
+    silently, so a second `home:` line written for a later chapter erased the first value.
+    (PyYAML is imported when the first card file is read: a search, which reads none, does
+    not wait for it.)"""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == MERGE:  # `<<: *anchor` keys may be overridden
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                if not isinstance(key, Hashable):
+                    continue  # the base class refuses it in its own words
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"the key {key!r} is given twice", key_node.start_mark
+                    )
+                seen.add(key)
+            mapping: dict[Any, Any] = super().construct_mapping(node, deep)
+            return mapping
+
+    return UniqueKeyLoader
 
 
 def _yaml(text: str, source: str) -> Any:
-    """The YAML in `text` (PyYAML is imported when the first card file is read: a search,
-    which reads none, does not wait for it)."""
+    """The YAML in `text`, read by `_loader`."""
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_loader())  # a SafeLoader (`_loader`)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -35,6 +35,8 @@ CARD = "card"
 FIELDS = ("name", "aliases", "kind", "attributes", "description")
 MAX_NAME = 200
 DATED = {"value", "chapter"}
+LIST_SEPARATORS = ("，", "、", "；", ";")
+"""Separators no name holds (`_aliases`)."""
 Scalar = str | int | float | bool
 Value = Scalar | list[Scalar]
 
@@ -142,6 +144,26 @@ def _given(data: Mapping[str, Any], field: str, empty: Any) -> Any:
     return empty if value is None else value
 
 
+def _aliases(where: str, given: Any) -> list[str]:
+    """A card's aliases: a list of names, or one name.  A name holding a list separator
+    (`aliases: 悟空, 行者`, or `[悟空，行者]` typed with a Chinese comma) is refused: it
+    would be one alias that no text names, shown exactly like two.  In a list a comma may
+    be part of a name ("Smith, John")."""
+    separators = LIST_SEPARATORS + ((",",) if isinstance(given, str) else ())
+    listed = [given] if isinstance(given, str) else given
+    if not isinstance(listed, list):
+        raise InvalidInputError(f"{where}aliases must be a list of names")
+    aliases = [_text(f"{where}alias", alias, limit=MAX_NAME) for alias in listed]
+    for alias in aliases:
+        separator = next((char for char in separators if char in alias), None)
+        if separator is not None:
+            raise InvalidInputError(
+                f"{where}alias {alias!r} holds the list separator {separator!r}: "
+                "give one name per alias, as aliases: [name, other name]"
+            )
+    return aliases
+
+
 def card_from_mapping(data: Any, source: str = "") -> Card:
     """A validated card from its fields (a card file's front matter, a tool call)."""
     where = f"{source}: " if source else ""
@@ -152,12 +174,7 @@ def card_from_mapping(data: Any, source: str = "") -> Card:
         fields = ", ".join(FIELDS)
         raise InvalidInputError(f"{where}unknown card field {unknown[0]!r}; use {fields}")
     name = _text(f"{where}name", data.get("name"), limit=MAX_NAME)
-    aliases_given = _given(data, "aliases", [])
-    if isinstance(aliases_given, str):
-        aliases_given = [aliases_given]
-    if not isinstance(aliases_given, list):
-        raise InvalidInputError(f"{where}aliases must be a list of names")
-    aliases = [_text(f"{where}alias", alias, limit=MAX_NAME) for alias in aliases_given]
+    aliases = _aliases(where, _given(data, "aliases", []))
     kind = _given(data, "kind", "")
     description = _given(data, "description", "")
     for field, text in (("kind", kind), ("description", description)):
@@ -170,9 +187,11 @@ def card_from_mapping(data: Any, source: str = "") -> Card:
         (_text(f"{where}attribute name", key), _facts(f"{where}attribute {key}", value))
         for key, value in attributes.items()
     )
-    folded = normalize_tag(name)
-    unique = tuple(dict.fromkeys(a for a in aliases if normalize_tag(a) != folded))
-    return Card(name, kind.strip(), unique, checked, description.strip(), source)
+    unique = {normalize_tag(name): name}  # spellings that fold alike are one name
+    for alias in aliases:
+        unique.setdefault(normalize_tag(alias), alias)
+    listed = tuple(unique.values())[1:]
+    return Card(name, kind.strip(), listed, checked, description.strip(), source)
 
 
 def check_names(cards: Iterable[Card]) -> list[Card]:
@@ -184,7 +203,7 @@ def check_names(cards: Iterable[Card]) -> list[Card]:
         for alias in (card.name, *card.aliases):
             other = owner.setdefault(normalize_tag(alias), card)
             if other is not card:
-                where = f" ({other.source})" if other.source else ""
+                where = f" ({other.source})" if other.source else " (a card of no file)"
                 raise InvalidInputError(
                     f"{card.source or card.name}: {alias!r} already names {other.name!r}{where}"
                 )

@@ -154,6 +154,22 @@ def test_the_shipped_xiyouji_cards_parse():
         ("name: [x\n", "not valid YAML at line"),
         ("- name: a\n- nom: b\n", "bad.yaml[1]: unknown card field 'nom'"),
         ("just text\n", "a card is a mapping"),
+        # PyYAML kept the last of two equal keys: the chapter-1 value was lost unsaid.
+        (
+            "name: x\nattributes:\n  home: {value: a, chapter: 1}\n  home: {value: b, chapter: 5}\n",
+            "not valid YAML at line 4: the key 'home' is given twice",
+        ),
+        ("name: Cy\nname: Dy\n", "not valid YAML at line 2: the key 'name' is given twice"),
+        # One alias no text names, shown exactly like two.
+        ("name: 孙悟空\naliases: 悟空, 行者\n", "alias '悟空, 行者' holds the list separator ','"),
+        (
+            "name: 孙悟空\naliases: [悟空，行者]\n",
+            "alias '悟空，行者' holds the list separator '，'",
+        ),
+        (
+            "name: 孙悟空\naliases: [悟空、行者]\n",
+            "alias '悟空、行者' holds the list separator '、'",
+        ),
     ],
 )
 def test_bad_yaml_cards_get_one_line_errors_naming_the_file(text, message):
@@ -181,6 +197,31 @@ def test_bad_markdown_cards_get_one_line_errors(text, message):
         parse_markdown_card(text, "bad.md")
 
 
+def test_aliases_are_one_name_each_and_listed_once_however_spelt():
+    card = card_from_mapping(
+        {"name": "Smuggler King", "aliases": ["Smuggler King", "smuggler king", "Rook", "rook"]}
+    )
+    assert card.aliases == ("Rook",)
+    assert card_from_mapping({"name": "x", "aliases": ["Smith, John"]}).aliases == ("Smith, John",)
+    assert card_from_mapping({"name": "x", "aliases": "行者"}).aliases == ("行者",)
+
+
+def test_a_typographic_apostrophe_names_the_same_card():
+    """Manuscripts write O’Brien; the card file O'Brien.  NFKC keeps the two apart, so the
+    card was never linked nor found for a scene."""
+    mentions = card_mentions([Card("O'Brien")])
+    assert mentions is not None
+    assert mentions.extract_one("O’Brien lit the lamp.") == {Link.outgoing("card", "o'brien")}
+    assert Card("O’Brien").id == Card("O'Brien").id == "card:o'brien"
+
+
+def test_a_key_merged_into_a_mapping_may_still_be_overridden():
+    (card,) = parse_yaml_cards(
+        "name: x\nattributes:\n  <<: {home: a, age: 3}\n  home: b\n", "m.yaml"
+    )
+    assert dict(card.attributes) == {"home": (Fact("b"),), "age": (Fact(3),)}
+
+
 def test_two_cards_may_not_share_a_name_or_an_alias():
     monkey = Card("孙悟空", aliases=("行者",), source="a.md")
     assert check_names([monkey, Card("唐僧", aliases=("三藏",))]) == [
@@ -191,6 +232,9 @@ def test_two_cards_may_not_share_a_name_or_an_alias():
         check_names([monkey, Card("武松", aliases=("行者",), source="b.md")])
     with pytest.raises(InvalidInputError, match="'Sun Wukong' already names"):
         check_names([Card("sun wukong"), Card("Sun Wukong", source="c.md")])
+    agents = re.escape("cards/calvin.md: 'Cal' already names 'Cal' (a card of no file)")
+    with pytest.raises(InvalidInputError, match=agents):
+        check_names([Card("Cal"), Card("Calvin", aliases=("Cal",), source="cards/calvin.md")])
 
 
 async def test_two_card_files_declaring_the_same_name_are_named_and_nothing_is_written(tmp_path):
