@@ -34,13 +34,20 @@ def is_cjk(char: str) -> bool:
     return any(low <= code <= high for low, high in CJK_RANGES)
 
 
+APOSTROPHES = str.maketrans(dict.fromkeys("\u2018\u2019\u02bc", "'"))
+"""Typographic apostrophes (‘ ’ ʼ) as the typewriter's ': a manuscript's "O’Brien" is the
+card "O'Brien" (NFKC keeps them apart)."""
+
+
 def fold(text: str) -> str:
-    """NFKC, casefolded, every run of whitespace (newlines too) made one space, trimmed."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    """NFKC, casefolded, apostrophes made one (`APOSTROPHES`), every run of whitespace
+    (newlines too) made one space, trimmed."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().translate(APOSTROPHES).split())
 
 
-PAIRS = dict(zip("([{「『【《〈〔〖“‘«‹", ")]}」』】》〉〕〗”’»›", strict=True))
-"""Opening → closing bracket or quote: a pair is punctuation only when it wraps the tag."""
+PAIRS = dict(zip("([{「『【《〈〔〖“«‹", ")]}」』】》〉〕〗”»›", strict=True))
+"""Opening → closing bracket or quote: a pair is punctuation only when it wraps the tag
+(single quotes are apostrophes by then, `fold`)."""
 _OPENING = {close: open_ for open_, close in PAIRS.items()}
 
 

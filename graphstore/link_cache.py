@@ -25,9 +25,10 @@ from graphstore.sqlite_file import rows_where_in
 CACHE_DIR_VARIABLE = "GRAPHSTORE_CACHE_DIR"
 """Where the cache lives (default `$XDG_CACHE_HOME/graphstore`, else `~/.cache/graphstore`);
 set to an empty value, no cache is kept."""
-FORMAT = "graphstore link cache 1"
+FORMAT = "graphstore link cache 2"
 """Part of every key: a change to how extractors turn what a model finds into links
-changes it, so no link found the old way is reused."""
+changes it, so no link found the old way is reused (2: tags fold typographic
+apostrophes, `extractors.normalize.APOSTROPHES`)."""
 MAX_ENTRIES = 200_000
 """Texts kept (a few hundred bytes each); beyond it the oldest written go first."""
 TIMEOUT = 5.0
