@@ -25,6 +25,8 @@ from graphstore.errors import GraphStoreError, InvalidInputError
 from graphstore.links import Link, as_links
 from graphstore.nodes import Node, hit_json
 from graphstore.prompt import CARD_SHARE, PROMPT_K, awriter_context
+from graphstore.recorded_files import is_gone
+from graphstore.splitting import FILE
 from graphstore.store import GraphStore
 from graphstore.strategy import DEFAULT
 
@@ -136,7 +138,24 @@ def _passage(given: PassageInput, mentions_links: set[Link]) -> Node:
     if "chapter" in given.metadata:
         check_chapter(f"{given.id}: metadata chapter", given.metadata["chapter"])
     links = as_links([link.model_dump() for link in given.links])
+    if any(link.kind == CARD and link.is_incoming for link in links):
+        raise InvalidInputError(
+            f"{given.id}: a link in to a '{CARD}' tag makes a passage a card's: use put_card"
+        )
     return Node(given.id, given.text, given.metadata, links | mentions_links)
+
+
+async def _check_not_from_files(store: GraphStore, ids: list[str]) -> None:
+    """Refuse to replace a passage ingested from a file that still exists, as `put_card`
+    refuses a card kept in one: the next ingest of the file would undo the change, and the
+    replacement lost the passage's file, source and section."""
+    for node in await store.aget(ids):
+        file = node.metadata.get(FILE)
+        if isinstance(file, str) and not is_gone(file):
+            raise InvalidInputError(
+                f"{node.id}: this passage is ingested from {file}: change it there and "
+                "ingest it again (an ingest of that file would undo a change made here)"
+            )
 
 
 def build_server(store: GraphStore, shown: str = "") -> MCPServer:
@@ -213,6 +232,7 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
         """Add or replace passages; each links out to the cards of the entities it names.
         Give metadata `chapter` (an integer) for chapter-scoped retrieval."""
         with _tool_errors():
+            await _check_not_from_files(store, [p.id for p in passages])
             mentions = (await aplan_cards(store, [])).mentions()
             nodes = [
                 _passage(p, set() if mentions is None else mentions.extract_one(p.text))

@@ -191,6 +191,27 @@ async def test_an_agent_builds_and_queries_a_world_over_mcp(store_url, tmp_path)
         )
         assert over_card.is_error
         assert "ids starting 'card:' are card ids: use put_card" in text_of(over_card)
+        card_tag = {"kind": "card", "direction": "in", "tag": "孙悟空"}
+        as_card_tag = await client.call_tool(
+            "put_passages", {"passages": [{"id": "y", "text": "伪造", "links": [card_tag]}]}
+        )
+        assert as_card_tag.is_error
+        assert "a link in to a 'card' tag makes a passage a card's" in text_of(as_card_tag)
+        # A passage an ingest stored from a file that still exists is the file's to change.
+        chapter_file = tmp_path / "ch1.txt"
+        chapter_file.write_text("第一回", encoding="utf-8")
+        owned = {"id": "ch1.txt#0", "text": "第一回", "metadata": {"file": str(chapter_file)}}
+        await client.call_tool("put_passages", {"passages": [owned]})
+        changed = {"id": "ch1.txt#0", "text": "改写"}
+        refused = await client.call_tool("put_passages", {"passages": [changed]})
+        assert refused.is_error
+        assert f"ch1.txt#0: this passage is ingested from {chapter_file}" in text_of(refused)
+        kept = structured(await client.call_tool("get_passage", {"id": "ch1.txt#0"}))
+        assert kept["text"] == "第一回"
+        chapter_file.unlink()  # gone: nothing would undo the change
+        assert structured(await client.call_tool("put_passages", {"passages": [changed]})) == [
+            "ch1.txt#0"
+        ]
 
         again = structured(await client.call_tool("search", {"query": "三打白骨精", "k": 1}))
         assert len(again) == 1
