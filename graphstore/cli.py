@@ -19,7 +19,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from extractors.frequency import TagFrequencyFilter, check_share
 from graphstore.card_store import acard_ids, aingest_with_cards
@@ -85,8 +85,21 @@ SKIPPED_SHOWN = 5
 """Skipped entries an ingest names; it counts the rest."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors in one line, as every other error: the stock parser
+    printed the whole usage block before its message."""
+
+    def error(self, message: str) -> NoReturn:
+        words = message.split()
+        if words[:2] == ["unrecognized", "arguments:"] and {"--store", "--model"} & {
+            word.split("=")[0] for word in words
+        }:
+            message += " (--store and --model go before the command)"
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="graphstore", description="A graph vector store linked by tags, not stored edges."
     )
     parser.add_argument("--store", help=f"store location (default: ${STORE_ENV} or graphstore.db)")

@@ -307,6 +307,34 @@ def test_bad_input_gives_one_line_error_and_changes_nothing(
     assert capsys.readouterr().out.replace(str(copy), "") == before
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["prompt", "x", "--budget", "abc"],
+            "graphstore prompt: error: argument --budget: invalid int value: 'abc' "
+            "(see graphstore prompt --help)",
+        ),
+        (
+            ["prompt", "x", "--model", "minilm"],
+            "graphstore: error: unrecognized arguments: --model minilm "
+            "(--store and --model go before the command)",
+        ),
+        (["search", "x", "--as-of-chapter", "1.5"], "invalid int value: '1.5'"),
+        (["bogus"], "graphstore: error: argument command: invalid choice: 'bogus'"),
+    ],
+)
+def test_usage_errors_are_one_line_too(capsys, args, message):
+    """argparse printed its usage block, then the error: six lines where the README
+    promises one."""
+    with pytest.raises(SystemExit) as stopped:
+        main(args)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert message in err
+
+
 def _command(store: Path, *args: str, **options) -> subprocess.CompletedProcess[str]:
     """`graphstore --store store args…` in a process of its own."""
     return subprocess.run(
