@@ -18,6 +18,8 @@ from graphstore.errors import InvalidArgumentError
 DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4}
 DIGITS |= {"五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 UNITS = {"十": 10, "百": 100, "千": 1000}
+CHINESE_TENS = str.maketrans({"廿": "二十", "卅": "三十", "卌": "四十"})
+"""Numerals for twenty, thirty and forty that old novels use (第廿回)."""
 WORDS = {
     word: value
     for value, word in enumerate(
@@ -64,7 +66,7 @@ NUMBER_WORDS = rf"{BELOW_THOUSAND}(?:[- ]thousand(?:[- ](?:and[- ])?{BELOW_THOUS
 """A number written in English words below a million (`Twenty-One`, `One Hundred and
 Five`, `Eleven Hundred`): the longest such phrase, so that `Chapter One Hundred` is 100,
 not 1."""
-CHINESE_NUMBER = r"[〇零一二三四五六七八九十百千两\d]+"
+CHINESE_NUMBER = r"[〇零一二三四五六七八九十百千两廿卅卌\d]+"
 VOLUME = (
     rf"(?:第\s*{CHINESE_NUMBER}\s*[卷部集][^第\n]{{0,40}}"
     rf"|(?:book|part|volume)\s+(?:\d+|[ivxlc]+|{NUMBER_WORDS})\b[,:.]?\s*)"
@@ -92,9 +94,10 @@ ROMAN_VALUES = {"m": 1000, "d": 500, "c": 100, "l": 50, "x": 10, "v": 5, "i": 1}
 
 def chinese_number(text: str) -> int | None:
     """The value of a number in Chinese numerals (二十七 → 27, 一百零三 → 103, 一〇三 →
-    103) or Arabic digits, or None when `text` is not one."""
+    103, 廿三 → 23) or Arabic digits, or None when `text` is not one."""
     if text.isdecimal():  # also full-width digits: 第１２章
         return int(text)
+    text = text.translate(CHINESE_TENS)
     if not text or any(char not in DIGITS and char not in UNITS for char in text):
         return None
     if not any(char in UNITS for char in text):  # digit by digit: 一〇三
