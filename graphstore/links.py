@@ -128,5 +128,20 @@ def encode_links(links: Iterable[Link]) -> str:
 
 
 def decode_links(text: str) -> frozenset[Link]:
-    """Inverse of `encode_links`."""
-    return frozenset(Link(kind, direction, tag) for kind, direction, tag in json.loads(text))
+    """Inverse of `encode_links`.  Text it did not write (a row changed outside graphstore)
+    raises ValueError or TypeError, as callers expect of an unreadable row: a link of no
+    known direction, or with a kind or tag that is not text, was read as a link that goes
+    nowhere, and JSON nested too deep raised RecursionError."""
+    try:
+        decoded = json.loads(text)
+    except RecursionError:
+        raise ValueError("links nested too deep") from None
+    if not isinstance(decoded, list):
+        raise ValueError("links are not a JSON list")
+    links = frozenset(Link(kind, direction, tag) for kind, direction, tag in decoded)
+    for link in links:
+        if link.direction not in DIRECTIONS or not (
+            isinstance(link.kind, str) and isinstance(link.tag, str)
+        ):
+            raise ValueError(f"not a link: {[link.kind, link.direction, link.tag]!r}")
+    return links

@@ -36,6 +36,8 @@ def decode_node(node_id: str, text: str, metadata: str, links: str) -> Node:
         if not isinstance(decoded, dict):
             raise TypeError("metadata is not a JSON object")
         return Node(node_id, text, decoded, decode_links(links))
+    except RecursionError:
+        raise CorruptRowError(corrupt_row(node_id, "metadata nested too deep")) from None
     except (ValueError, TypeError) as error:
         raise CorruptRowError(corrupt_row(node_id, error)) from None
 
@@ -48,7 +50,7 @@ def values_by_id(rows: Iterable[tuple[str, str]], key: str) -> dict[str, object]
     for node_id, metadata in rows:
         try:
             decoded = json.loads(metadata)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             continue
         if isinstance(decoded, dict) and key in decoded:
             found[node_id] = decoded[key]

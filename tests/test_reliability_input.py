@@ -933,6 +933,12 @@ CORRUPT_ROWS = [
     ("metadata", "[1, 2]"),
     ("links", '[["kind", "in"]]'),
     ("embedding", b"\x00" * 12),
+    # Read as links that go nowhere (check saw nothing), or a RecursionError traceback.
+    ("links", '[["kw", "sideways", "shared"]]'),
+    ("links", '[["kw", "bidir", 5]]'),
+    ("links", '{"kw": "shared"}'),
+    ("links", "[" * 100_000),
+    ("metadata", "[" * 100_000),
 ]
 
 
