@@ -4,8 +4,8 @@ This module is the only place that knows LangChain's graph API (deprecated upstr
 removal in langchain-community 0.5); the store itself does not depend on it.  Differences
 from upstream, on purpose: `ids=` is honoured by `add_documents`/`add_texts`, `filter` by
 every search (MMR included), `similarity_score_threshold` works, sync methods work inside a
-running event loop, an option a search does not take is refused rather than ignored (a typo,
-or `score_threshold` on `similarity`, used to return unfiltered results), and documents
+running event loop, an option a search or write does not take is refused rather than ignored
+(a typo, or `score_threshold` on `similarity`, used to return unfiltered results), and documents
 round-trip exactly: plain searches add no metadata keys and `links` appears only on
 documents that have links (as a set: sorted, each link once).  Graph search results add
 `similarity_score`, `score` (the path-aware relevance they were ranked by), `mmr_score`,
@@ -84,6 +84,13 @@ MMR_OPTIONS = ("k", "fetch_k", "lambda_mult", "filter")
 """What the similarity and MMR searches take: any other keyword is refused (LangChain's
 stores ignore it, so a typo or a `score_threshold` returned unfiltered results)."""
 
+ADD_DOCUMENTS_OPTIONS = ("ids",)
+ADD_TEXTS_OPTIONS = ("metadatas", "ids")
+FROM_DOCUMENTS_OPTIONS = ("ids", "storage")
+FROM_TEXTS_OPTIONS = ("metadatas", "ids", "storage")
+"""What the writing and constructing methods take: any other keyword is refused, as by the
+searches (LangChain's signatures end in `**kwargs`, so a typo was silently dropped)."""
+
 
 PROVENANCE_KEYS = frozenset(
     {"similarity_score", "score", "mmr_score", "depth", "via", "path", "raised_by"}
@@ -139,21 +146,37 @@ class GraphStoreVectorStore(GraphVectorStore):
 
     async def aadd_nodes(self, nodes: Iterable[LangChainNode], **kwargs: Any) -> AsyncIterable[str]:
         """Add LangChain nodes (ids are generated for nodes without one)."""
+        check_options(kwargs, (), "add_nodes option")
         for node_id in await self.store.aadd_nodes(self._from_langchain(nodes)):
             yield node_id
 
     def add_nodes(self, nodes: Iterable[LangChainNode], **kwargs: Any) -> Iterable[str]:
         """Sync twin of `aadd_nodes`."""
+        check_options(kwargs, (), "add_nodes option")
         return self.store.add_nodes(self._from_langchain(nodes))
 
-    async def aadd_documents(self, documents: Iterable[Document], **kwargs: Any) -> list[str]:
+    async def aadd_documents(
+        self,
+        documents: Iterable[Document],
+        *,
+        ids: Iterable[str | None] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
         """Add documents; `ids=` (or each `Document.id`) names them, else (None) ids are
         generated; an empty id is refused, as `GraphStore.add_nodes` refuses it."""
-        return await self.store.aadd_nodes(self._nodes(documents, kwargs.get("ids")))
+        check_options(kwargs, ADD_DOCUMENTS_OPTIONS, "add_documents option")
+        return await self.store.aadd_nodes(self._nodes(documents, ids))
 
-    def add_documents(self, documents: Iterable[Document], **kwargs: Any) -> list[str]:
+    def add_documents(
+        self,
+        documents: Iterable[Document],
+        *,
+        ids: Iterable[str | None] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
         """Sync twin of `aadd_documents`."""
-        return self.store.add_nodes(self._nodes(documents, kwargs.get("ids")))
+        check_options(kwargs, ADD_DOCUMENTS_OPTIONS, "add_documents option")
+        return self.store.add_nodes(self._nodes(documents, ids))
 
     async def aadd_texts(
         self,
@@ -165,6 +188,7 @@ class GraphStoreVectorStore(GraphVectorStore):
     ) -> list[str]:
         """Add texts with optional metadata (links in `metadata["links"]`) and ids (see
         `aadd_documents`)."""
+        check_options(kwargs, ADD_TEXTS_OPTIONS, "add_texts option")
         return await self.aadd_documents(self._documents(texts, metadatas), ids=ids)
 
     def add_texts(
@@ -176,6 +200,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         **kwargs: Any,
     ) -> list[str]:
         """Sync twin of `aadd_texts`."""
+        check_options(kwargs, ADD_TEXTS_OPTIONS, "add_texts option")
         return self.add_documents(self._documents(texts, metadatas), ids=ids)
 
     async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
@@ -183,8 +208,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         read as "everything" (as some LangChain stores do) or as nothing."""
         if ids is None:
             raise InvalidInputError("delete needs the ids of the documents to delete")
-        if kwargs:
-            raise InvalidInputError(f"unknown delete option {sorted(kwargs)[0]!r}")
+        check_options(kwargs, (), "delete option")
         await self.store.adelete(ids)
         return True
 
@@ -430,9 +454,25 @@ class GraphStoreVectorStore(GraphVectorStore):
         **kwargs: Any,
     ) -> GraphStoreVectorStore:
         """A store holding `texts`."""
-        store = cls(embedding, storage)
-        store.add_texts(texts, metadatas, ids=ids)
-        return store
+        check_options(kwargs, FROM_TEXTS_OPTIONS, "from_texts option")
+        documents = cls._documents(texts, metadatas)
+        return cls.from_documents(documents, embedding, ids=ids, storage=storage)
+
+    @classmethod
+    async def afrom_texts(
+        cls: type[GraphStoreVectorStore],
+        texts: Iterable[str],
+        embedding: Embeddings,
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        storage: Storage | None = None,
+        **kwargs: Any,
+    ) -> GraphStoreVectorStore:
+        """Async twin of `from_texts`."""
+        check_options(kwargs, FROM_TEXTS_OPTIONS, "from_texts option")
+        documents = cls._documents(texts, metadatas)
+        return await cls.afrom_documents(documents, embedding, ids=ids, storage=storage)
 
     @classmethod
     def from_documents(
@@ -445,8 +485,25 @@ class GraphStoreVectorStore(GraphVectorStore):
         **kwargs: Any,
     ) -> GraphStoreVectorStore:
         """A store holding `documents`."""
+        check_options(kwargs, FROM_DOCUMENTS_OPTIONS, "from_documents option")
         store = cls(embedding, storage)
         store.add_documents(documents, ids=ids)
+        return store
+
+    @classmethod
+    async def afrom_documents(
+        cls: type[GraphStoreVectorStore],
+        documents: list[Document],
+        embedding: Embeddings,
+        *,
+        ids: list[str] | None = None,
+        storage: Storage | None = None,
+        **kwargs: Any,
+    ) -> GraphStoreVectorStore:
+        """Async twin of `from_documents`."""
+        check_options(kwargs, FROM_DOCUMENTS_OPTIONS, "from_documents option")
+        store = cls(embedding, storage)
+        await store.aadd_documents(documents, ids=ids)
         return store
 
     # -- helpers -------------------------------------------------------------------------

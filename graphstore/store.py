@@ -30,6 +30,7 @@ from graphstore.strategy import (
     DEFAULT,
     MAX_DEPTH,
     MMR_TRAVERSAL,
+    SEARCH_ARGUMENTS,
     TRAVERSAL_ADJACENT_K,
     TRAVERSAL_DEPTH,
     check_count,
@@ -401,15 +402,18 @@ class GraphStore:
         new candidates one expansion adds over all its tags (default: `fetch_k`, at least
         `adjacent_k`), on top of `adjacent_k` per tag; `options` set other `Strategy` fields.
         """
-        strategy = MMR_TRAVERSAL.with_options(
-            k=k,
-            depth=depth,
-            fetch_k=roots_for(check_count("k", k)) if fetch_k is None else fetch_k,
-            adjacent_k=adjacent_k,
-            lambda_mult=lambda_mult,
-            score_threshold=score_threshold,
-            max_candidates_per_step=max_candidates_per_step,
+        settings = {
+            "k": k,
+            "depth": depth,
+            "fetch_k": roots_for(check_count("k", k)) if fetch_k is None else fetch_k,
+            "adjacent_k": adjacent_k,
+            "lambda_mult": lambda_mult,
+            "score_threshold": score_threshold,
+            "max_candidates_per_step": max_candidates_per_step,
             **options,
+        }
+        strategy = MMR_TRAVERSAL.with_options(
+            settings, SEARCH_ARGUMENTS | {"initial_roots"}
         ).checked(has_initial_roots=bool(initial_roots))
         where = parse_filter(filter)
         roots = check_ids(initial_roots)

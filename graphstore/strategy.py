@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from typing import Any
 
@@ -61,7 +61,13 @@ def check_options(
     names = set(known)
     unknown = sorted(set(options) - names)
     if unknown:
-        raise InvalidInputError(f"unknown {what} {unknown[0]!r}; known: {', '.join(sorted(names))}")
+        listed = ", ".join(sorted(names)) or "none"
+        raise InvalidInputError(f"unknown {what} {unknown[0]!r}; known: {listed}")
+
+
+SEARCH_ARGUMENTS = frozenset({"filter", "stats"})
+"""What every graph search takes besides its `Strategy` settings (`mmr_traversal_search`
+also `initial_roots`)."""
 
 
 ROOTS = 5
@@ -130,9 +136,15 @@ class Strategy:
             structural_kinds=check_kinds("structural_kinds", self.structural_kinds),
         )
 
-    def with_options(self, **options: Any) -> Strategy:
-        """A copy with some settings replaced; an unknown name is a one-line error."""
-        check_options(options, self.__dataclass_fields__)
+    def with_options(
+        self, options: dict[str, Any], arguments: frozenset[str] = SEARCH_ARGUMENTS
+    ) -> Strategy:
+        """A copy with some settings replaced.  An unknown name is a one-line error naming
+        every option of the search: the settings and the search's own `arguments`, which a
+        user may have meant (one passed here is no setting, and refused as such)."""
+        settings = {field.name for field in fields(self)}
+        check_options(options, settings | arguments)
+        check_options(options, settings, "strategy setting")
         return replace(self, **options)
 
 
@@ -165,7 +177,7 @@ def search_strategy(k: int, **options: Any) -> Strategy:
 
 def _with_options(k: int, options: dict[str, Any]) -> Strategy:
     options.setdefault("fetch_k", roots_for(check_count("k", k)))
-    return DEFAULT.with_options(k=k, **options).checked()
+    return DEFAULT.with_options({"k": k, **options}).checked()
 
 
 @lru_cache(maxsize=64)

@@ -18,6 +18,9 @@ pytest.importorskip("langchain_community.graph_vectorstores")
 pytest.importorskip("langchain_tests")
 pytest.importorskip("graph_retriever")
 
+from graph_retriever import atraverse, traverse
+from graph_retriever.edges import IdEdge, MetadataEdge
+from graph_retriever.strategies import Eager
 from graph_retriever.testing.adapter_tests import AdapterComplianceSuite
 from graph_retriever.testing.embeddings import AnimalEmbeddings
 from langchain_community.graph_vectorstores.base import Node as LangChainNode
@@ -27,9 +30,10 @@ from langchain_tests.integration_tests import (
     VectorStoreIntegrationTests,
 )
 
-from graphstore import GraphStore, InvalidInputError
+from graphstore import GraphStore, InvalidInputError, TraversalStats
 from graphstore.adapter import GraphStoreAdapter
 from graphstore.langchain import GraphStoreRetriever, GraphStoreVectorStore
+from graphstore.strategy import DEFAULT, MAX_K
 
 warnings.filterwarnings("ignore", message=".*GraphVectorStore.*deprecated.*")
 
@@ -405,3 +409,186 @@ def test_texts_ids_and_metadatas_of_the_wrong_type_are_refused_writing_nothing(v
     assert vectorstore.store.stats().nodes == 0
     vectorstore.add_texts(["m"], [MappingProxyType({"a": 1})], ids=["m"])  # any mapping
     assert vectorstore.get_by_ids(["m"])[0].metadata == {"a": 1}
+
+
+def mentioning(vectorstore):
+    """Two documents linked by an id edge (`mentions` -> `$id`), one mention unresolved."""
+    vectorstore.add_documents(
+        [
+            Document("alpha", id="a", metadata={"mentions": ["b", ""]}),
+            Document("beta", id="b", metadata={"mentions": []}),
+        ]
+    )
+    return GraphStoreAdapter(vectorstore.store)
+
+
+async def test_the_adapter_finds_no_empty_id_rather_than_refusing_it(vectorstore):
+    """An id edge holding "" aborted the whole traversal: the adapter's `get` refused the
+    id, where graph_retriever asks it to skip ids it cannot find."""
+    adapter = mentioning(vectorstore)
+    walk = {"edges": [("mentions", "$id")], "strategy": Eager(select_k=5, start_k=1)}
+    assert [n.id for n in traverse("alpha", store=adapter, **walk)] == ["a", "b"]
+    assert [n.id for n in await atraverse("alpha", store=adapter, **walk)] == ["a", "b"]
+    assert [c.id for c in adapter.get(["a", "", "a"])] == ["a"]
+    assert [c.id for c in await adapter.aget(["", "b"])] == ["b"]
+    assert adapter.get([""]) == []
+    with pytest.raises(InvalidInputError, match=r"^ids must be non-empty strings, got None$"):
+        adapter.get(["a", None])
+
+
+async def test_a_graph_retriever_k_above_the_store_maximum_gets_what_exists(vectorstore):
+    """`start_k` or `adjacent_k` above 1000 was refused as `k must be between 1 and 1000`,
+    naming an argument the user never set; one store search returns at most `MAX_K`."""
+    vectorstore.add_texts(
+        [f"passage {i}" for i in range(MAX_K + 1)], [{"g": i % 2} for i in range(MAX_K + 1)]
+    )
+    adapter = GraphStoreAdapter(vectorstore.store)
+    for strategy in (Eager(select_k=4, start_k=1500), Eager(select_k=4, adjacent_k=2000)):
+        assert len(traverse("passage 1", edges=[("g", "g")], strategy=strategy, store=adapter)) == 4
+    vector = vectorstore.embeddings.embed_query("passage 1")
+    assert len(adapter.search(vector, k=1500)) == MAX_K
+    assert len(await adapter.asearch(vector, k=1500, filter={"g": 0})) == 501  # every even one
+
+
+async def test_an_option_the_adapter_does_not_take_is_refused_not_ignored(vectorstore):
+    """graph_retriever's `store_kwargs` reach every adapter call, and were dropped."""
+    adapter = mentioning(vectorstore)
+    vector = vectorstore.embeddings.embed_query("alpha")
+    edges = {IdEdge("b"), MetadataEdge("mentions", "b")}
+    calls = [
+        lambda: traverse(
+            "alpha",
+            edges=[("mentions", "$id")],
+            strategy=Eager(),
+            store=adapter,
+            store_kwargs={"bogus": 1},
+        ),
+        lambda: adapter.search_with_embedding("alpha", bogus=1),
+        lambda: adapter.search(vector, bogus=1),
+        lambda: adapter.get(["a"], bogus=1),
+        lambda: adapter.adjacent({IdEdge("b")}, vector, 2, None, bogus=1),
+        lambda: adapter.adjacent(edges, vector, 2, None, bogus=1),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidInputError, match=r"^unknown store option 'bogus'; known: none$"):
+            call()
+    async_calls = [
+        lambda: adapter.asearch_with_embedding("alpha", bogus=1),
+        lambda: adapter.asearch(vector, bogus=1),
+        lambda: adapter.aget(["a"], bogus=1),
+        lambda: adapter.aadjacent({IdEdge("b")}, vector, 2, None, bogus=1),
+    ]
+    for acall in async_calls:
+        with pytest.raises(InvalidInputError, match=r"^unknown store option 'bogus'"):
+            await acall()
+    assert sorted(c.id for c in adapter.adjacent(edges, vector, 2, None)) == ["a", "b"]
+
+
+async def test_an_option_a_write_does_not_take_is_refused_writing_nothing(vectorstore, backend):
+    """Every write and constructor read `ids` (and `storage`) and silently dropped anything
+    else, a typo included, where the searches and `delete` refuse it."""
+    embedding = vectorstore.embeddings
+    docs = [Document("alpha", id="a")]
+    refused = [
+        (lambda: vectorstore.add_documents(docs, bogus=1), "add_documents", "ids"),
+        (
+            lambda: vectorstore.add_texts(["alpha"], ids=["a"], bogus=1),
+            "add_texts",
+            "ids, metadatas",
+        ),
+        (
+            lambda: vectorstore.add_nodes([LangChainNode(text="alpha")], bogus=1),
+            "add_nodes",
+            "none",
+        ),
+        (lambda: vectorstore.delete(["a"], bogus=1), "delete", "none"),
+        (
+            lambda: GraphStoreVectorStore.from_texts(
+                ["alpha"], embedding, storage=backend, bogus=1
+            ),
+            "from_texts",
+            "ids, metadatas, storage",
+        ),
+        (
+            lambda: GraphStoreVectorStore.from_documents(docs, embedding, storage=backend, bogus=1),
+            "from_documents",
+            "ids, storage",
+        ),
+    ]
+    for call, method, known in refused:
+        with pytest.raises(InvalidInputError) as error:
+            call()
+        assert str(error.value) == f"unknown {method} option 'bogus'; known: {known}"
+    async_refused = [
+        lambda: vectorstore.aadd_documents(docs, bogus=1),
+        lambda: vectorstore.aadd_texts(["alpha"], bogus=1),
+        lambda: anext(vectorstore.aadd_nodes([LangChainNode(text="alpha")], bogus=1)),
+        lambda: GraphStoreVectorStore.afrom_texts(["alpha"], embedding, storage=backend, bogus=1),
+        lambda: GraphStoreVectorStore.afrom_documents(docs, embedding, storage=backend, bogus=1),
+    ]
+    for acall in async_refused:
+        with pytest.raises(InvalidInputError, match=r"^unknown \w+ option 'bogus'; known: "):
+            await acall()
+    assert vectorstore.store.stats().nodes == 0
+
+
+async def test_the_constructors_keep_the_ids_langchain_passes(backend):
+    """LangChain's own `afrom_documents` passed each `Document.id` as `ids=`; ours names
+    the documents by them too, and every constructor still takes `ids` and `storage`."""
+    embedding = DeterministicFakeEmbedding(size=8)
+    docs = [Document("alpha", id="a"), Document("beta", id="b")]
+    built = await GraphStoreVectorStore.afrom_documents(docs, embedding, storage=backend)
+    assert [d.id for d in built.get_by_ids(["a", "b"])] == ["a", "b"]
+    again = await GraphStoreVectorStore.afrom_texts(
+        ["gamma"], embedding, [{"n": 1}], ids=["c"], storage=backend
+    )
+    assert again.get_by_ids(["c"]) == [Document(id="c", page_content="gamma", metadata={"n": 1})]
+    assert sorted(await again.store.anode_ids()) == ["a", "b", "c"]
+
+
+def test_the_adapter_refuses_anything_but_a_graph_store_at_once(vectorstore):
+    """The LangChain store (an easy slip for its `.store`) or None used to be accepted and
+    fail at query time with an AttributeError from inside the traversal."""
+    with pytest.raises(InvalidInputError) as error:
+        GraphStoreAdapter(vectorstore)
+    assert str(error.value) == (
+        "store must be a GraphStore, not GraphStoreVectorStore (pass its .store)"
+    )
+    with pytest.raises(InvalidInputError, match=r"^store must be a GraphStore, not NoneType$"):
+        GraphStoreAdapter(None)
+    assert GraphStoreAdapter(vectorstore.store).store is vectorstore.store
+
+
+SETTINGS = (
+    "adjacent_k, damping, depth, expand_k, fetch_k, filter, {}k, lambda_mult, "
+    "max_candidates_per_step, score_threshold, stats, structural_kinds"
+)
+
+
+async def test_an_unknown_graph_search_option_names_every_option_the_search_takes(vectorstore):
+    """The list named only the `Strategy` settings, leaving out `filter` and `stats` (and
+    `initial_roots` of `mmr_traversal`), which the same call takes."""
+    vectorstore.add_texts(
+        ["alpha", "beta"],
+        [
+            {"x": 1, "links": [LangChainLink.outgoing("kw", "t")]},
+            {"x": 1, "links": [LangChainLink.incoming("kw", "t")]},
+        ],
+        ids=["a", "b"],
+    )
+    searches = [
+        (vectorstore.graph_search, SETTINGS.format("")),
+        (vectorstore.store.search, SETTINGS.format("")),
+        (vectorstore.mmr_traversal_search, SETTINGS.format("initial_roots, ")),
+        (vectorstore.store.mmr_traversal_search, SETTINGS.format("initial_roots, ")),
+    ]
+    for search, known in searches:
+        with pytest.raises(InvalidInputError) as error:
+            search("alpha", fliter={"x": 1})
+        assert str(error.value) == f"unknown search option 'fliter'; known: {known}"
+    options = {"filter": {"x": 1}, "stats": TraversalStats()}
+    assert [d.id for d in vectorstore.graph_search("alpha", k=1, **options)] == ["a"]
+    roots = {"initial_roots": ["a"], "fetch_k": 0}  # reached from the roots, not them
+    assert [d.id for d in vectorstore.mmr_traversal_search("alpha", **options, **roots)] == ["b"]
+    with pytest.raises(InvalidInputError, match=r"^unknown strategy setting 'filter'; known: "):
+        DEFAULT.with_options({"filter": {"x": 1}})
