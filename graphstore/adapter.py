@@ -13,7 +13,6 @@ from typing import Any
 
 from graph_retriever import Content
 from graph_retriever.adapters import Adapter
-from graph_retriever.edges import Edge
 
 from graphstore.errors import InvalidInputError
 from graphstore.filters import matches, parse_filter
@@ -117,27 +116,3 @@ class GraphStoreAdapter(Adapter):
     ) -> list[Content]:
         """Sync twin of `aget`."""
         return run_sync(self.aget(ids, filter, **kwargs))
-
-    async def aadjacent(
-        self,
-        edges: set[Edge],
-        query_embedding: list[float],
-        k: int,
-        filter: dict[str, Any] | None,
-        **kwargs: Any,
-    ) -> Iterable[Content]:
-        """`Adapter.aadjacent`, checking `kwargs` even when only id edges (no search) run."""
-        check_store_kwargs(kwargs)
-        return await super().aadjacent(edges, query_embedding, k, filter)
-
-    def adjacent(
-        self,
-        edges: set[Edge],
-        query_embedding: list[float],
-        k: int,
-        filter: dict[str, Any] | None,
-        **kwargs: Any,
-    ) -> Iterable[Content]:
-        """`Adapter.adjacent`, checking `kwargs` as `aadjacent` does."""
-        check_store_kwargs(kwargs)
-        return super().adjacent(edges, query_embedding, k, filter)

@@ -443,7 +443,7 @@ class GraphStoreVectorStore(GraphVectorStore):
     # -- construction --------------------------------------------------------------------
 
     @classmethod
-    def from_texts(
+    async def afrom_texts(
         cls: type[GraphStoreVectorStore],
         texts: Iterable[str],
         embedding: Embeddings,
@@ -456,39 +456,28 @@ class GraphStoreVectorStore(GraphVectorStore):
         """A store holding `texts`."""
         check_options(kwargs, FROM_TEXTS_OPTIONS, "from_texts option")
         documents = cls._documents(texts, metadatas)
-        return cls.from_documents(documents, embedding, ids=ids, storage=storage)
+        return await cls.afrom_documents(documents, embedding, ids=ids, storage=storage)
 
     @classmethod
-    async def afrom_texts(
+    def from_texts(
         cls: type[GraphStoreVectorStore],
         texts: Iterable[str],
         embedding: Embeddings,
         metadatas: list[dict[str, Any]] | None = None,
-        *,
-        ids: list[str] | None = None,
-        storage: Storage | None = None,
         **kwargs: Any,
     ) -> GraphStoreVectorStore:
-        """Async twin of `from_texts`."""
-        check_options(kwargs, FROM_TEXTS_OPTIONS, "from_texts option")
-        documents = cls._documents(texts, metadatas)
-        return await cls.afrom_documents(documents, embedding, ids=ids, storage=storage)
+        """Sync twin of `afrom_texts` (same keyword arguments)."""
+        return run_sync(cls.afrom_texts(texts, embedding, metadatas, **kwargs))
 
     @classmethod
     def from_documents(
         cls: type[GraphStoreVectorStore],
         documents: list[Document],
         embedding: Embeddings,
-        *,
-        ids: list[str] | None = None,
-        storage: Storage | None = None,
         **kwargs: Any,
     ) -> GraphStoreVectorStore:
-        """A store holding `documents`."""
-        check_options(kwargs, FROM_DOCUMENTS_OPTIONS, "from_documents option")
-        store = cls(embedding, storage)
-        store.add_documents(documents, ids=ids)
-        return store
+        """Sync twin of `afrom_documents` (same keyword arguments)."""
+        return run_sync(cls.afrom_documents(documents, embedding, **kwargs))
 
     @classmethod
     async def afrom_documents(
@@ -500,7 +489,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         storage: Storage | None = None,
         **kwargs: Any,
     ) -> GraphStoreVectorStore:
-        """Async twin of `from_documents`."""
+        """A store holding `documents`."""
         check_options(kwargs, FROM_DOCUMENTS_OPTIONS, "from_documents option")
         store = cls(embedding, storage)
         await store.aadd_documents(documents, ids=ids)

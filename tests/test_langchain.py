@@ -466,7 +466,6 @@ async def test_an_option_the_adapter_does_not_take_is_refused_not_ignored(vector
         lambda: adapter.search_with_embedding("alpha", bogus=1),
         lambda: adapter.search(vector, bogus=1),
         lambda: adapter.get(["a"], bogus=1),
-        lambda: adapter.adjacent({IdEdge("b")}, vector, 2, None, bogus=1),
         lambda: adapter.adjacent(edges, vector, 2, None, bogus=1),
     ]
     for call in calls:
@@ -476,7 +475,7 @@ async def test_an_option_the_adapter_does_not_take_is_refused_not_ignored(vector
         lambda: adapter.asearch_with_embedding("alpha", bogus=1),
         lambda: adapter.asearch(vector, bogus=1),
         lambda: adapter.aget(["a"], bogus=1),
-        lambda: adapter.aadjacent({IdEdge("b")}, vector, 2, None, bogus=1),
+        lambda: adapter.aadjacent(edges, vector, 2, None, bogus=1),
     ]
     for acall in async_calls:
         with pytest.raises(InvalidInputError, match=r"^unknown store option 'bogus'"):
