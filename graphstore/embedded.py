@@ -678,12 +678,18 @@ class EmbeddedStorage(Storage):
         with self._lock, self._failures("reading"):
             return self._meta("model")
 
-    async def record_model(self, model: str) -> str:
+    async def record_model(self, model: str, replacing: str | None = None) -> str:
         with self._lock:
             if self.read_only:  # reading what is recorded still works
                 return self._meta("model") or model
             with self._failures("writing to"), self._transaction("BEGIN IMMEDIATE"):
-                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('model', ?)", (model,))
+                if replacing is None:
+                    self._db.execute("INSERT OR IGNORE INTO meta VALUES ('model', ?)", (model,))
+                else:
+                    self._db.execute(
+                        "UPDATE meta SET value = ? WHERE key = 'model' AND value = ?",
+                        (model, replacing),
+                    )
                 return self._meta("model") or model
 
     async def stats(self, top_tags: int = 20) -> StoreStats:

@@ -182,9 +182,11 @@ class Storage(ABC):
         (`graphstore.models.model_id`), or None when none is recorded."""
 
     @abstractmethod
-    async def record_model(self, model: str) -> str:
+    async def record_model(self, model: str, replacing: str | None = None) -> str:
         """Record `model` as the store's embedding model unless one is recorded already (by
-        any process, atomically); return the one recorded."""
+        any process, atomically); return the one recorded.  With `replacing`, replace the
+        record while it still names `replacing` (a store holding no passage takes the model
+        of the next write)."""
 
     @abstractmethod
     async def stats(self, top_tags: int = 20) -> StoreStats:

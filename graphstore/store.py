@@ -480,12 +480,13 @@ class GraphStore:
         (recorded at the first write): vectors of two models side by side rank at random.
         A model recorded under another name is accepted when it embeds a stored passage as
         its stored vector (the same weights: a moved folder, another wrapper); so is the
-        first model recorded in a store that already holds passages."""
+        first model recorded in a store that already holds passages.  A store that holds no
+        passage (emptied, or its first write failed) takes the model of its next write."""
         if self.embeddings is None:
             raise InvalidInputError("this store has no embedding model; pass vectors instead")
         given = model_id(self.embeddings)
         if self._recorded_model is None and writing:
-            if not await self._embeds_as_stored(self.embeddings):  # passages from before records
+            if await self._embeds_as_stored(self.embeddings) is False:  # from before records
                 raise InvalidInputError(
                     f"this store's passages were not embedded with {given} (the store records "
                     "no model: it was written before graphstore recorded one, or from given "
@@ -497,7 +498,14 @@ class GraphStore:
             self._model_read = True
         if self._recorded_model in (None, given) or self._accepted_model == given:
             return self.embeddings
-        if not await self._embeds_as_stored(self.embeddings):
+        same = await self._embeds_as_stored(self.embeddings)
+        if same is None:  # no passage: emptied by deletes, or a first write that failed
+            if writing:  # the record follows the model of the write (it kept the old name)
+                recorded = self._recorded_model
+                self._recorded_model = await self.storage.record_model(given, replacing=recorded)
+            if not writing or self._recorded_model == given:
+                return self.embeddings
+        if not same:
             raise InvalidInputError(
                 f"this store's passages were embedded with {self._recorded_model}, not {given}: "
                 f"use {self._recorded_model} (two models' vectors side by side rank at random)"
@@ -505,18 +513,18 @@ class GraphStore:
         self._accepted_model = given
         return self.embeddings
 
-    async def _embeds_as_stored(self, model: EmbeddingModel) -> bool:
+    async def _embeds_as_stored(self, model: EmbeddingModel) -> bool | None:
         """Whether `model` embeds a stored passage as the store holds it (cosine at least
-        `SAME_MODEL_COSINE`); true for a store with no passages yet."""
+        `SAME_MODEL_COSINE`); None when the store holds no passage."""
         dimension = self.storage.dimension
         if dimension is None:
-            return True
+            return None
         axis = np.zeros(dimension, dtype=np.float32)
         axis[0] = 1.0
         sample = await self.storage.search_hits(axis, 1, EVERYTHING)
         stored = await self.storage.get([hit.id for hit in sample])
         if not stored:
-            return True
+            return None
         embedded = (await model.aembed_documents([stored[0].node.text]))[0]
         try:
             vector = unit(embedded, dimension)

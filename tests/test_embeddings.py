@@ -148,6 +148,22 @@ async def test_a_record_with_no_passages_refuses_no_model(open_backend):
     store = GraphStore(OtherModel(dimension=4), open_backend())
     await store.aadd_nodes([Node("a", "alpha")])
     assert [hit.node.id for hit in await store.asearch("alpha", k=1)] == ["a"]
+    assert await store.storage.recorded_model() == "other"
+
+
+async def test_a_store_emptied_by_deletes_records_the_model_of_its_next_write(open_backend):
+    """The record kept the old model's name while the new model's vectors were written: the
+    next command with the default (recorded) model ranked them at random."""
+    store = GraphStore(KeyedEmbeddings(dimension=4), open_backend())
+    await store.aadd_nodes([Node("a", "alpha")])
+    await store.adelete(["a"])
+    other = GraphStore(OtherModel(dimension=4), open_backend())
+    assert await other.asearch("beta") == []  # a read records nothing
+    assert await other.storage.recorded_model() == "keyed"
+    await other.aadd_nodes([Node("b", "beta")])
+    assert await other.storage.recorded_model() == "other"
+    with pytest.raises(InvalidInputError, match="embedded with other, not keyed"):
+        await GraphStore(KeyedEmbeddings(dimension=4), open_backend()).asearch("beta")
 
 
 class BrokenModel(KeyedEmbeddings):

@@ -81,6 +81,7 @@ SELECT_META = "SELECT name, value FROM {meta}"
 INSERT_META = "INSERT INTO {meta} (name, value) VALUES (?, ?)"
 SELECT_MODEL = "SELECT value FROM {meta} WHERE name = 'model'"
 INSERT_MODEL = "INSERT INTO {meta} (name, value) VALUES ('model', ?) IF NOT EXISTS"
+REPLACE_MODEL = "UPDATE {meta} SET value = ? WHERE name = 'model' IF value = ?"
 
 SCAN_NODES = "SELECT node_id, links, outgoing, filter_terms, tag_buckets, metadata FROM {nodes}"
 SCAN_NODE_IDS = "SELECT node_id FROM {nodes}"

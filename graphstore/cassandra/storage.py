@@ -46,6 +46,7 @@ from graphstore.cassandra.layout import TagLayout
 from graphstore.cassandra.queries import (
     CREATE_META,
     INSERT_MODEL,
+    REPLACE_MODEL,
     SCAN_HITS,
     SCAN_HOT_BUCKET,
     SCAN_METADATA,
@@ -557,7 +558,7 @@ class CassandraStorage(Storage):
         rows = await self._requests.run(SELECT_MODEL, ())
         return str(rows[0][0]) if rows else None
 
-    async def record_model(self, model: str) -> str:
+    async def record_model(self, model: str, replacing: str | None = None) -> str:
         """One lightweight transaction, so two first writers agree on one model."""
         if not await self._present():  # the settings table comes before the first node
             try:
@@ -566,7 +567,11 @@ class CassandraStorage(Storage):
                 )
             except Exception as error:
                 raise StorageError(f"creating the store failed: {one_line(error)}") from error
-        (applied, *current) = (await self._requests.run(INSERT_MODEL, (model,)))[0]
+        if replacing is None:
+            (applied, *current) = (await self._requests.run(INSERT_MODEL, (model,)))[0]
+        else:
+            replace = (model, replacing)
+            (applied, *current) = (await self._requests.run(REPLACE_MODEL, replace))[0]
         return model if applied else str(current[-1])
 
     async def stats(self, top_tags: int = 20) -> StoreStats:
