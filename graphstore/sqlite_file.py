@@ -132,7 +132,7 @@ def open_file(path: str, timeout: float, *, create: bool = True) -> OpenedFile:
         read_only = file.exists() and not writable(file)
     try:
         if read_only:
-            db = _connect_read_only(Path(path), timeout)
+            db = _connect_read_only(Path(path), timeout, shown)
             state = _state(db, shown)
             if state == "empty":
                 raise StoreOpenError(f"{shown} is read-only and not yet a graphstore file")
@@ -154,9 +154,10 @@ def open_file(path: str, timeout: float, *, create: bool = True) -> OpenedFile:
     return OpenedFile(db, read_only, has_change_log)
 
 
-def _connect_read_only(file: Path, timeout: float) -> sqlite3.Connection:
+def _connect_read_only(file: Path, timeout: float, shown: str) -> sqlite3.Connection:
     """A read-only connection: `mode=ro`, or `immutable` when SQLite cannot create the WAL
-    index beside the file (see the module's docstring)."""
+    index beside the file (see the module's docstring) and there is no write-ahead log that
+    `immutable` would leave unread (a copy of a store with its `-wal`, no `-shm`)."""
     uri = file.absolute().as_uri()
     db = sqlite3.connect(
         f"{uri}?mode=ro", timeout, isolation_level=None, check_same_thread=False, uri=True
@@ -167,6 +168,13 @@ def _connect_read_only(file: Path, timeout: float) -> sqlite3.Connection:
         if not _no_wal_index(error):
             raise
         db.close()
+        wal = file.with_name(f"{file.name}-wal")
+        if wal.exists() and wal.stat().st_size:
+            raise StoreOpenError(
+                f"cannot read {shown} here: its last commits are in {wal.name}, which SQLite "
+                f"reads only with a {file.name}-shm it cannot create in this folder (open it "
+                "once where it may be written, which folds them into the store file)"
+            ) from error
         db = sqlite3.connect(
             f"{uri}?mode=ro&immutable=1",
             timeout,

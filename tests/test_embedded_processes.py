@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from graphstore import StorageError
+from graphstore import StorageError, StoreOpenError
 from graphstore.cli import main
 from graphstore.embedded import EmbeddedStorage
 from graphstore.filters import EVERYTHING, Condition, parse_filter
@@ -460,6 +460,54 @@ def make_store(path: Path) -> None:
         )
     )
     run_sync(storage.close())
+
+
+def open_error(path: Path) -> list[object]:
+    """What opening the store at `path` raises, and what `graphstore stats` prints."""
+    try:
+        EmbeddedStorage(path)
+        raised = None
+    except StoreOpenError as error:
+        raised = str(error)
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        status = main(["--store", str(path), "stats"])
+    return [raised, status, out.getvalue(), err.getvalue()]
+
+
+def test_a_copy_with_its_wal_in_a_folder_this_user_cannot_write_is_refused_not_read_stale(
+    tmp_path: Path,
+):
+    """A store copied with its `-wal` (and no `-shm`) into a folder this user cannot write
+    was opened `immutable`, which reads no WAL: the commits in it were silently missing."""
+    root = os.geteuid() == 0
+    folder = Path(tempfile.mkdtemp()) if root else tmp_path / "theirs"
+    folder.mkdir(exist_ok=True)
+    try:
+        folder.chmod(0o755)
+        source = EmbeddedStorage(tmp_path / "src.db")
+        run_sync(source.upsert([stored("near", ["a"], [1.0, 0.1, 0.0])]))
+        for suffix in ("", "-wal"):  # while open: the commit is still in the -wal
+            shutil.copy(tmp_path / f"src.db{suffix}", folder / f"ro.db{suffix}")
+        run_sync(source.close())
+        path = folder / "ro.db"
+        assert (folder / "ro.db-wal").stat().st_size > 0
+        if root:
+            seen = as_nobody(lambda: open_error(path))
+        else:
+            folder.chmod(0o555)
+            if os.access(folder, os.W_OK):
+                pytest.skip("this user can write a folder of mode 555")
+            seen = open_error(path)
+        message = "its last commits are in ro.db-wal, which SQLite reads only with a ro.db-shm"
+        raised, status, out, err = seen
+        assert message in str(raised)
+        assert (status, out) == (2, "")
+        assert message in err
+        assert err.count("\n") == 1
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(folder)
 
 
 def test_a_read_only_store_in_a_folder_this_user_cannot_write_opens_for_reading(
