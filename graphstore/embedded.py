@@ -727,13 +727,17 @@ class EmbeddedStorage(Storage):
             rows: dict[str, set[TagKey]] = {}
             for kind, tag, node_id in self._db.execute("SELECT kind, tag, node_id FROM tags"):
                 rows.setdefault(node_id, set()).add((kind, tag))
-            for node_id, metadata, links, blob in self._db.execute(
-                "SELECT id, metadata, links, embedding FROM nodes"
+            for node_id, text, metadata, links, blob in self._db.execute(
+                "SELECT id, text, metadata, links, embedding FROM nodes"
             ):
                 entry = self._entry(node_id, metadata, links, blob)
                 if isinstance(entry, str):
                     problems.append(f"{entry}: left out of searches; ingest it again to repair")
                     continue
+                try:  # the index reads no text: a search returning this row fails
+                    decode_node(node_id, text, "{}", "[]")
+                except CorruptRowError as error:
+                    problems.append(f"{error}: ingest it again to repair")
                 actual = rows.get(node_id, set())
                 if entry.incoming != actual:
                     problems.append(

@@ -149,9 +149,18 @@ def open_file(path: str, timeout: float, *, create: bool = True) -> OpenedFile:
                 _initialise(db, shown)
             has_change_log = True
         db.execute("PRAGMA synchronous = NORMAL")
+        db.text_factory = lenient_text
     except sqlite3.Error as error:
         raise StoreOpenError(f"cannot open {shown}: {cause(error, timeout)}") from error
     return OpenedFile(db, read_only, has_change_log)
+
+
+def lenient_text(data: bytes) -> str:
+    """A text column as `str`, bytes that are not UTF-8 (a row changed outside graphstore,
+    a damaged page) as lone surrogates: the row is then reported corrupt by itself
+    (`storage.decode_node`), where SQLite's own decoding failed the whole query, and every
+    command, opening the store included, with "Could not decode to UTF-8"."""
+    return data.decode("utf-8", "surrogateescape")
 
 
 def _connect_read_only(file: Path, timeout: float, shown: str) -> sqlite3.Connection:

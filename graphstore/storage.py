@@ -30,7 +30,11 @@ def corrupt_row(node_id: str, reason: object) -> str:
 
 def decode_node(node_id: str, text: str, metadata: str, links: str) -> Node:
     """A node from its row's JSON columns; a row that is not graphstore's (metadata that is
-    no JSON object, links that are no link list) is a one-line `CorruptRowError`."""
+    no JSON object, links that are no link list, a column that is not UTF-8: see
+    `sqlite_file.lenient_text`) is a one-line `CorruptRowError`."""
+    for column, value in (("text", text), ("metadata", metadata), ("links", links)):
+        if not value.isascii() and not _is_utf8(value):
+            raise CorruptRowError(corrupt_row(node_id, f"its {column} is not UTF-8"))
     try:
         decoded = json.loads(metadata)
         if not isinstance(decoded, dict):
@@ -40,6 +44,14 @@ def decode_node(node_id: str, text: str, metadata: str, links: str) -> Node:
         raise CorruptRowError(corrupt_row(node_id, "metadata nested too deep")) from None
     except (ValueError, TypeError) as error:
         raise CorruptRowError(corrupt_row(node_id, error)) from None
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def values_by_id(rows: Iterable[tuple[str, str]], key: str) -> dict[str, object]:

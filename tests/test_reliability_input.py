@@ -939,7 +939,11 @@ CORRUPT_ROWS = [
     ("links", '{"kw": "shared"}'),
     ("links", "[" * 100_000),
     ("metadata", "[" * 100_000),
+    # Bytes that are not UTF-8 (a damaged page): every command, opening included, failed.
+    ("metadata", bytearray(b'{"x": "\xff"}')),
+    ("links", bytearray(b'[["kw", "bidir", "shared\xff"]]')),
 ]
+"""A bytearray is written as text (CAST), bytes as a blob."""
 
 
 def _store_with_a_corrupt_row(path: Path, column: str, value: Any) -> None:
@@ -950,8 +954,12 @@ def _store_with_a_corrupt_row(path: Path, column: str, value: Any) -> None:
         vectors=[[1.0, 0.0], [0.9, 0.1]],
     )
     store.close()
+    as_text = isinstance(value, bytearray)
     with sqlite3.connect(path) as db:
-        db.execute(f"UPDATE nodes SET {column} = ? WHERE id = 'a'", (value,))
+        set_value = f"{column} = CAST(? AS TEXT)" if as_text else f"{column} = ?"
+        db.execute(
+            f"UPDATE nodes SET {set_value} WHERE id = 'a'", (bytes(value) if as_text else value,)
+        )
 
 
 @pytest.mark.parametrize(("column", "value"), CORRUPT_ROWS)
@@ -977,6 +985,26 @@ def test_a_row_changed_outside_graphstore_leaves_the_rest_of_the_store_usable(
     assert [hit.node.id for hit in store.similarity_search([1.0, 0.0], k=2)] == ["b"]
     store.add_nodes([Node("a", "text", {"x": 1}, frozenset())], vectors=[[1.0, 0.0]])
     assert [hit.node.id for hit in store.similarity_search([1.0, 0.0], k=2)] == ["a", "b"]
+    assert run_sync(store.acheck()) == []
+    store.close()
+
+
+def test_a_passage_text_that_is_not_utf8_is_named_by_check_and_repaired_by_a_write(
+    tmp_path, capsys
+):
+    """The store opened, but a search returning the row failed with SQLite's "Could not
+    decode to UTF-8", and `check` found nothing: the index reads no text."""
+    path = tmp_path / "s.db"
+    _store_with_a_corrupt_row(path, "text", bytearray(b"te\xffxt"))
+    status, out, _ = cli(capsys, "--store", str(path), "check")
+    assert status == 1
+    assert "the row of 'a' is corrupt (changed outside graphstore?): its text is not UTF-8" in out
+    status, _, err = cli(capsys, "--store", str(path), "show", "a")
+    one_line_error(status, err, "the row of 'a' is corrupt")
+    store = GraphStore(None, EmbeddedStorage(path))
+    assert [hit.node.id for hit in store.similarity_search([0.0, 1.0], k=1)] == ["b"]
+    store.add_nodes([Node("a", "text", {"x": 1}, frozenset())], vectors=[[1.0, 0.0]])
+    assert [hit.node.text for hit in store.similarity_search([1.0, 0.0], k=2)] == ["text", "more"]
     assert run_sync(store.acheck()) == []
     store.close()
 
