@@ -23,6 +23,7 @@ import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -212,6 +213,29 @@ def _ours(db: sqlite3.Connection, table: str) -> bool:
     return columns - {"seq"} == COLUMNS[table] - {"seq"}
 
 
+def _shape(db: sqlite3.Connection, table: str) -> frozenset[tuple[str, str, int, int]]:
+    """`table`'s columns but `seq` (format 1 had none) as (name, type, not null, key)."""
+    info = db.execute(f"PRAGMA table_info({table})")  # a name of ours (`COLUMNS`)
+    return frozenset(
+        (name, kind.upper(), notnull, key)
+        for _, name, kind, notnull, _, key in info
+        if name != "seq"
+    )
+
+
+@cache
+def _created_shapes() -> dict[str, frozenset[tuple[str, str, int, int]]]:
+    """Each table's `_shape` as a store creates it.  Empty tables are dropped to make a
+    store only when they have it: another program's empty `meta (key, value)` has the
+    names of a store's columns, and was dropped."""
+    db = sqlite3.connect(":memory:")
+    for statement in (*CREATE, *CHANGE_LOG):
+        db.execute(statement)
+    shapes = {table: _shape(db, table) for table in COLUMNS}
+    db.close()
+    return shapes
+
+
 def _state(db: sqlite3.Connection, shown: str) -> State:
     """`current`, `v1` (to upgrade) or `empty` (to initialise; also what an earlier version
     left when killed while creating the file, its schema committed statement by statement);
@@ -224,6 +248,8 @@ def _state(db: sqlite3.Connection, shown: str) -> State:
     meta = dict(db.execute("SELECT key, value FROM meta")) if "meta" in tables else {}
     if meta.get("format") != FORMAT:
         if meta or ("nodes" in tables and db.execute("SELECT 1 FROM nodes").fetchone()):
+            raise StoreOpenError(f"{shown} is an SQLite file of another program")
+        if any(_shape(db, table) != _created_shapes()[table] for table in tables):
             raise StoreOpenError(f"{shown} is an SQLite file of another program")
         return "empty"
     version = int(meta.get("version", "1"))

@@ -609,11 +609,19 @@ def test_case14_reading_an_sqlite_file_without_a_store_leaves_it_alone(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["app.db"]
 
 
-def test_case14_an_ingest_keeps_another_programs_empty_tables(models, tmp_path, capsys):
+@pytest.mark.parametrize(
+    "schema",
+    [
+        "CREATE TABLE nodes (name TEXT, price REAL)",
+        # A store's column names, not its column types: dropped too until 2026-11-27.
+        "CREATE TABLE meta (key, value)",
+    ],
+)
+def test_case14_an_ingest_keeps_another_programs_empty_tables(models, tmp_path, capsys, schema):
     """Empty tables named `nodes`, `tags`, `meta` or `deleted` were taken for a store an
     earlier version left half made, and dropped."""
     store = tmp_path / "app.db"
-    content = _sqlite_file(store, "CREATE TABLE nodes (name TEXT, price REAL)")
+    content = _sqlite_file(store, schema)
     (tmp_path / "a.md").write_text("# A\n\nText.\n")
     status, _, err = cli(capsys, "--store", str(store), "ingest", str(tmp_path / "a.md"))
     one_line_error(status, err, f"{store} is an SQLite file of another program")
