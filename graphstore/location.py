@@ -94,6 +94,19 @@ def _remove_unshared(store_file: Path) -> None:
         store_file.unlink(missing_ok=True)
 
 
+def _check_reachable(location: str, shown: str) -> None:
+    """A one-line error when this user may not look into a folder on the way to `location`:
+    `os.path.exists` is false then, and the store was called missing ("no store at")."""
+    try:
+        os.lstat(location)
+    except PermissionError:
+        raise StoreOpenError(
+            f"cannot reach {shown}: permission denied on a folder on its way"
+        ) from None
+    except OSError:
+        return
+
+
 def _names_a_folder(path: str) -> bool:
     """Whether `path` ends in a separator, `.` or `..` (`e9.db/`, `e9.db/.`): `Path()` and
     SQLite drop such an ending and open `e9.db`, while `exists()` calls it missing, so a
@@ -125,6 +138,7 @@ def open_storage(location: str, *, create: bool = True) -> Storage:
     shown = redact(location)
     if _names_a_folder(location):
         raise StoreOpenError(f"{shown} names a folder, not a store file")
+    _check_reachable(location, shown)
     missing = not os.path.lexists(location)
     hint = f" (did you mean {meant}?)" if meant is not None and missing else ""
     if not create and not os.path.exists(location):

@@ -510,6 +510,40 @@ def test_a_copy_with_its_wal_in_a_folder_this_user_cannot_write_is_refused_not_r
         shutil.rmtree(folder)
 
 
+def stats_output(path: Path) -> list[object]:
+    """What `graphstore --store path stats` returns and prints."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        status = main(["--store", str(path), "stats"])
+    return [status, out.getvalue(), err.getvalue()]
+
+
+def test_a_store_in_a_folder_this_user_may_not_enter_is_not_called_missing(tmp_path: Path):
+    """`os.path.exists` is false behind a folder of mode 700 of another user: the store was
+    reported as "no store at"."""
+    root = os.geteuid() == 0
+    folder = Path(tempfile.mkdtemp()) if root else tmp_path / "theirs"
+    folder.mkdir(exist_ok=True)
+    try:
+        make_store(folder / "x.db")
+        folder.chmod(0o700 if root else 0o000)
+        if not root and os.access(folder, os.X_OK):
+            pytest.skip("this user can enter a folder of mode 000")
+        status, out, err = (
+            as_nobody(lambda: stats_output(folder / "x.db"))
+            if root
+            else (stats_output(folder / "x.db"))
+        )
+        assert (status, out) == (2, "")
+        assert err == (
+            f"graphstore: error: cannot reach {folder / 'x.db'}: permission denied on a "
+            "folder on its way\n"
+        )
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(folder)
+
+
 def test_a_read_only_store_in_a_folder_this_user_cannot_write_opens_for_reading(
     tmp_path: Path,
 ):
