@@ -16,8 +16,8 @@ import tempfile
 import textwrap
 import time
 import traceback
-from collections.abc import Callable
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -462,52 +462,31 @@ def make_store(path: Path) -> None:
     run_sync(storage.close())
 
 
-def open_error(path: Path) -> list[object]:
-    """What opening the store at `path` raises, and what `graphstore stats` prints."""
-    try:
-        EmbeddedStorage(path)
-        raised = None
-    except StoreOpenError as error:
-        raised = str(error)
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        status = main(["--store", str(path), "stats"])
-    return [raised, status, out.getvalue(), err.getvalue()]
-
-
-def test_a_copy_with_its_wal_in_a_folder_this_user_cannot_write_is_refused_not_read_stale(
-    tmp_path: Path,
-):
-    """A store copied with its `-wal` (and no `-shm`) into a folder this user cannot write
-    was opened `immutable`, which reads no WAL: the commits in it were silently missing."""
-    root = os.geteuid() == 0
-    folder = Path(tempfile.mkdtemp()) if root else tmp_path / "theirs"
+@contextmanager
+def folder_of_another_user(tmp_path: Path) -> Iterator[Path]:
+    """A folder of mode 755 for `as_other_user`, removed afterwards: as root, one uid 65534
+    can reach (pytest's own are root's alone)."""
+    folder = Path(tempfile.mkdtemp()) if os.geteuid() == 0 else tmp_path / "theirs"
     folder.mkdir(exist_ok=True)
+    folder.chmod(0o755)
     try:
-        folder.chmod(0o755)
-        source = EmbeddedStorage(tmp_path / "src.db")
-        run_sync(source.upsert([stored("near", ["a"], [1.0, 0.1, 0.0])]))
-        for suffix in ("", "-wal"):  # while open: the commit is still in the -wal
-            shutil.copy(tmp_path / f"src.db{suffix}", folder / f"ro.db{suffix}")
-        run_sync(source.close())
-        path = folder / "ro.db"
-        assert (folder / "ro.db-wal").stat().st_size > 0
-        if root:
-            seen = as_nobody(lambda: open_error(path))
-        else:
-            folder.chmod(0o555)
-            if os.access(folder, os.W_OK):
-                pytest.skip("this user can write a folder of mode 555")
-            seen = open_error(path)
-        message = "its last commits are in ro.db-wal, which SQLite reads only with a ro.db-shm"
-        raised, status, out, err = seen
-        assert message in str(raised)
-        assert (status, out) == (2, "")
-        assert message in err
-        assert err.count("\n") == 1
+        yield folder
     finally:
         folder.chmod(0o755)
         shutil.rmtree(folder)
+
+
+def as_other_user(work: Callable[[], Any], folder: Path, root_mode: int, own_mode: int) -> Any:
+    """`work()` by a user to whom `folder` is another user's: as root, uid 65534 with the
+    folder at `root_mode`; otherwise this user with it at `own_mode` (skipped when this
+    user may still write or enter it); the result through JSON either way."""
+    if os.geteuid() == 0:
+        folder.chmod(root_mode)
+        return as_nobody(work)
+    folder.chmod(own_mode)
+    if os.access(folder, os.W_OK) or (own_mode & 0o100 == 0 and os.access(folder, os.X_OK)):
+        pytest.skip(f"this user can use a folder of mode {own_mode:o} of its own")
+    return json.loads(json.dumps(work()))
 
 
 def stats_output(path: Path) -> list[object]:
@@ -518,30 +497,48 @@ def stats_output(path: Path) -> list[object]:
     return [status, out.getvalue(), err.getvalue()]
 
 
+def open_error(path: Path) -> list[object]:
+    """What opening the store at `path` raises, and what `graphstore stats` prints."""
+    try:
+        EmbeddedStorage(path)
+        raised = None
+    except StoreOpenError as error:
+        raised = str(error)
+    return [raised, *stats_output(path)]
+
+
+def test_a_copy_with_its_wal_in_a_folder_this_user_cannot_write_is_refused_not_read_stale(
+    tmp_path: Path,
+):
+    """A store copied with its `-wal` (and no `-shm`) into a folder this user cannot write
+    was opened `immutable`, which reads no WAL: the commits in it were silently missing."""
+    with folder_of_another_user(tmp_path) as folder:
+        source = EmbeddedStorage(tmp_path / "src.db")
+        run_sync(source.upsert([stored("near", ["a"], [1.0, 0.1, 0.0])]))
+        for suffix in ("", "-wal"):  # while open: the commit is still in the -wal
+            shutil.copy(tmp_path / f"src.db{suffix}", folder / f"ro.db{suffix}")
+        run_sync(source.close())
+        path = folder / "ro.db"
+        assert (folder / "ro.db-wal").stat().st_size > 0
+        raised, status, out, err = as_other_user(lambda: open_error(path), folder, 0o755, 0o555)
+    message = "its last commits are in ro.db-wal, which SQLite reads only with a ro.db-shm"
+    assert message in str(raised)
+    assert (status, out) == (2, "")
+    assert message in err
+    assert err.count("\n") == 1
+
+
 def test_a_store_in_a_folder_this_user_may_not_enter_is_not_called_missing(tmp_path: Path):
     """`os.path.exists` is false behind a folder of mode 700 of another user: the store was
     reported as "no store at"."""
-    root = os.geteuid() == 0
-    folder = Path(tempfile.mkdtemp()) if root else tmp_path / "theirs"
-    folder.mkdir(exist_ok=True)
-    try:
-        make_store(folder / "x.db")
-        folder.chmod(0o700 if root else 0o000)
-        if not root and os.access(folder, os.X_OK):
-            pytest.skip("this user can enter a folder of mode 000")
-        status, out, err = (
-            as_nobody(lambda: stats_output(folder / "x.db"))
-            if root
-            else (stats_output(folder / "x.db"))
-        )
-        assert (status, out) == (2, "")
-        assert err == (
-            f"graphstore: error: cannot reach {folder / 'x.db'}: permission denied on a "
-            "folder on its way\n"
-        )
-    finally:
-        folder.chmod(0o755)
-        shutil.rmtree(folder)
+    with folder_of_another_user(tmp_path) as folder:
+        path = folder / "x.db"
+        make_store(path)
+        status, out, err = as_other_user(lambda: stats_output(path), folder, 0o700, 0o000)
+    assert (status, out) == (2, "")
+    assert err == (
+        f"graphstore: error: cannot reach {path}: permission denied on a folder on its way\n"
+    )
 
 
 def test_a_read_only_store_in_a_folder_this_user_cannot_write_opens_for_reading(
@@ -550,23 +547,12 @@ def test_a_read_only_store_in_a_folder_this_user_cannot_write_opens_for_reading(
     """A store file of mode 444 in root's folder of mode 755, read by uid 65534 (or, not as
     root, in this user's folder of mode 555): SQLite cannot create the WAL index there, and
     every command, reads included, was refused with "the file is read-only"."""
-    root = os.geteuid() == 0
-    # as root, a folder uid 65534 can reach: pytest's own are root's alone
-    folder = Path(tempfile.mkdtemp()) if root else tmp_path / "theirs"
-    folder.mkdir(exist_ok=True)
-    try:
-        folder.chmod(0o755)
+    with folder_of_another_user(tmp_path) as folder:
         path = folder / "ro.db"
         make_store(path)
         path.chmod(0o444)
         before = {file.name: file.read_bytes() for file in folder.iterdir()}
-        if root:
-            seen = as_nobody(lambda: read_and_try_to_write(path))
-        else:
-            folder.chmod(0o555)
-            if os.access(folder, os.W_OK):
-                pytest.skip("this user can write a folder of mode 555")
-            seen = json.loads(json.dumps(read_and_try_to_write(path)))
+        seen = as_other_user(lambda: read_and_try_to_write(path), folder, 0o755, 0o555)
         assert seen["nodes"] == 2
         assert seen["hits"] == ["near", "far"]
         assert seen["problems"] == []
@@ -577,9 +563,6 @@ def test_a_read_only_store_in_a_folder_this_user_cannot_write_opens_for_reading(
         assert "passages: 2\n" in out
         assert seen["check"] == [0, f"0 problems found in {path}\n", ""]
         assert {file.name: file.read_bytes() for file in folder.iterdir()} == before
-    finally:
-        folder.chmod(0o755)
-        shutil.rmtree(folder)
 
 
 def test_a_store_this_user_cannot_write_still_sees_what_its_writer_commits(tmp_path: Path):
