@@ -455,31 +455,26 @@ async def test_an_option_the_adapter_does_not_take_is_refused_not_ignored(vector
     adapter = mentioning(vectorstore)
     vector = vectorstore.embeddings.embed_query("alpha")
     edges = {IdEdge("b"), MetadataEdge("mentions", "b")}
-    calls = [
-        lambda: traverse(
+    refused = r"^unknown store option 'bogus'; known: none$"
+    with pytest.raises(InvalidInputError, match=refused):
+        traverse(
             "alpha",
             edges=[("mentions", "$id")],
             strategy=Eager(),
             store=adapter,
             store_kwargs={"bogus": 1},
-        ),
-        lambda: adapter.search_with_embedding("alpha", bogus=1),
-        lambda: adapter.search(vector, bogus=1),
-        lambda: adapter.get(["a"], bogus=1),
-        lambda: adapter.adjacent(edges, vector, 2, None, bogus=1),
-    ]
-    for call in calls:
-        with pytest.raises(InvalidInputError, match=r"^unknown store option 'bogus'; known: none$"):
-            call()
-    async_calls = [
-        lambda: adapter.asearch_with_embedding("alpha", bogus=1),
-        lambda: adapter.asearch(vector, bogus=1),
-        lambda: adapter.aget(["a"], bogus=1),
-        lambda: adapter.aadjacent(edges, vector, 2, None, bogus=1),
-    ]
-    for acall in async_calls:
-        with pytest.raises(InvalidInputError, match=r"^unknown store option 'bogus'"):
-            await acall()
+        )
+    arguments = {
+        "search_with_embedding": ("alpha",),
+        "search": (vector,),
+        "get": (["a"],),
+        "adjacent": (edges, vector, 2, None),
+    }
+    for name, args in arguments.items():
+        with pytest.raises(InvalidInputError, match=refused):
+            getattr(adapter, name)(*args, bogus=1)
+        with pytest.raises(InvalidInputError, match=refused):
+            await getattr(adapter, f"a{name}")(*args, bogus=1)
     assert sorted(c.id for c in adapter.adjacent(edges, vector, 2, None)) == ["a", "b"]
 
 
