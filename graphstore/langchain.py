@@ -84,12 +84,14 @@ MMR_OPTIONS = ("k", "fetch_k", "lambda_mult", "filter")
 """What the similarity and MMR searches take: any other keyword is refused (LangChain's
 stores ignore it, so a typo or a `score_threshold` returned unfiltered results)."""
 
-ADD_DOCUMENTS_OPTIONS = ("ids",)
-ADD_TEXTS_OPTIONS = ("metadatas", "ids")
+ADD_DOCUMENTS_OPTIONS = ("ids", "batch_size")
+ADD_TEXTS_OPTIONS = ("metadatas", "ids", "batch_size")
 FROM_DOCUMENTS_OPTIONS = ("ids", "storage")
 FROM_TEXTS_OPTIONS = ("metadatas", "ids", "storage")
-"""What the writing and constructing methods take: any other keyword is refused, as by the
-searches (LangChain's signatures end in `**kwargs`, so a typo was silently dropped)."""
+"""What each writing and constructing method takes: any other keyword is refused, as by the
+searches (LangChain's signatures end in `**kwargs`, so a typo was silently dropped).
+`batch_size`, which LangChain's `index()` passes, is taken and has no effect: the store
+writes in batches of its own."""
 
 
 PROVENANCE_KEYS = frozenset(

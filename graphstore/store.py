@@ -413,7 +413,7 @@ class GraphStore:
             **options,
         }
         strategy = MMR_TRAVERSAL.with_options(
-            settings, SEARCH_ARGUMENTS | {"initial_roots"}
+            SEARCH_ARGUMENTS | {"initial_roots"}, **settings
         ).checked(has_initial_roots=bool(initial_roots))
         where = parse_filter(filter)
         roots = check_ids(initial_roots)

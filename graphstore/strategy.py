@@ -137,7 +137,7 @@ class Strategy:
         )
 
     def with_options(
-        self, options: dict[str, Any], arguments: frozenset[str] = SEARCH_ARGUMENTS
+        self, arguments: frozenset[str] = SEARCH_ARGUMENTS, /, **options: Any
     ) -> Strategy:
         """A copy with some settings replaced.  An unknown name is a one-line error naming
         every option of the search: the settings and the search's own `arguments`, which a
@@ -177,7 +177,7 @@ def search_strategy(k: int, **options: Any) -> Strategy:
 
 def _with_options(k: int, options: dict[str, Any]) -> Strategy:
     options.setdefault("fetch_k", roots_for(check_count("k", k)))
-    return DEFAULT.with_options({"k": k, **options}).checked()
+    return DEFAULT.with_options(k=k, **options).checked()
 
 
 @lru_cache(maxsize=64)

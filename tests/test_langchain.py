@@ -478,17 +478,33 @@ async def test_an_option_the_adapter_does_not_take_is_refused_not_ignored(vector
     assert sorted(c.id for c in adapter.adjacent(edges, vector, 2, None)) == ["a", "b"]
 
 
+async def test_langchain_indexing_writes_through_the_store(vectorstore):
+    """`index()` passes `batch_size` to `add_documents`, which the option check refused."""
+    from langchain_core.indexing import InMemoryRecordManager, aindex, index
+
+    manager = InMemoryRecordManager("ns")
+    manager.create_schema()
+    docs = [Document("alpha", metadata={"source": "a"}), Document("beta", metadata={"source": "b"})]
+    options = {"cleanup": "full", "source_id_key": "source"}
+    assert index(docs, manager, vectorstore, **options)["num_added"] == 2
+    assert (await aindex(docs, manager, vectorstore, **options))["num_skipped"] == 2
+    assert sorted(d.page_content for d in vectorstore.similarity_search("alpha", k=5)) == [
+        "alpha",
+        "beta",
+    ]
+
+
 async def test_an_option_a_write_does_not_take_is_refused_writing_nothing(vectorstore, backend):
     """Every write and constructor read `ids` (and `storage`) and silently dropped anything
     else, a typo included, where the searches and `delete` refuse it."""
     embedding = vectorstore.embeddings
     docs = [Document("alpha", id="a")]
     refused = [
-        (lambda: vectorstore.add_documents(docs, bogus=1), "add_documents", "ids"),
+        (lambda: vectorstore.add_documents(docs, bogus=1), "add_documents", "batch_size, ids"),
         (
             lambda: vectorstore.add_texts(["alpha"], ids=["a"], bogus=1),
             "add_texts",
-            "ids, metadatas",
+            "batch_size, ids, metadatas",
         ),
         (
             lambda: vectorstore.add_nodes([LangChainNode(text="alpha")], bogus=1),
@@ -585,4 +601,4 @@ async def test_an_unknown_graph_search_option_names_every_option_the_search_take
     roots = {"initial_roots": ["a"], "fetch_k": 0}  # reached from the roots, not them
     assert [d.id for d in vectorstore.mmr_traversal_search("alpha", **options, **roots)] == ["b"]
     with pytest.raises(InvalidInputError, match=r"^unknown strategy setting 'filter'; known: "):
-        DEFAULT.with_options({"filter": {"x": 1}})
+        DEFAULT.with_options(filter={"x": 1})
