@@ -74,15 +74,16 @@ def _loader() -> type[Any]:
     return UniqueKeyLoader
 
 
-def _yaml(text: str, source: str) -> Any:
-    """The YAML in `text`, read by `_loader`."""
+def _yaml(text: str, source: str, first_line: int = 1) -> Any:
+    """The YAML in `text`, read by `_loader`; errors give the file's line numbers, `text`
+    starting on `first_line` (a Markdown card's front matter on the second)."""
     import yaml
 
     try:
         return yaml.load(text, Loader=_loader())  # a SafeLoader (`_loader`)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
+        where = f" at line {mark.line + first_line}" if mark is not None else ""
         problem = getattr(error, "problem", None) or "cannot be parsed"
         raise InvalidInputError(f"{source}: not valid YAML{where}: {problem}") from error
 
@@ -95,7 +96,7 @@ def parse_markdown_card(text: str, source: str) -> Card:
     end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() == "---"), None)
     if end is None:
         raise InvalidInputError(f"{source}: the front matter has no closing --- line")
-    fields = _yaml("\n".join(lines[1:end]), source)
+    fields = _yaml("\n".join(lines[1:end]), source, first_line=2)
     body = "\n".join(lines[end + 1 :]).strip()
     if isinstance(fields, dict) and body:
         if fields.get("description"):

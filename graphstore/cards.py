@@ -144,12 +144,13 @@ def _given(data: Mapping[str, Any], field: str, empty: Any) -> Any:
     return empty if value is None else value
 
 
-def _aliases(where: str, given: Any) -> list[str]:
-    """A card's aliases: a list of names, or one name.  A name holding a list separator
-    (`aliases: 悟空, 行者`, or `[悟空，行者]` typed with a Chinese comma) is refused: it
-    would be one alias that no text names, shown exactly like two.  In a list a comma may
-    be part of a name ("Smith, John")."""
-    separators = LIST_SEPARATORS + ((",",) if isinstance(given, str) else ())
+def _aliases(where: str, given: Any, *, stored: bool) -> list[str]:
+    """A card's aliases: a list of names, or one name.  In new input (not `stored`), a name
+    holding a list separator (`aliases: 悟空, 行者`, or `[悟空，行者]` typed with a Chinese
+    comma) is refused: it would be one alias that no text names, shown exactly like two.  In
+    a list a comma may be part of a name ("Smith, John").  A stored card was checked by the
+    rules of its write, and is read as it is."""
+    separators = () if stored else LIST_SEPARATORS + ((",",) if isinstance(given, str) else ())
     listed = [given] if isinstance(given, str) else given
     if not isinstance(listed, list):
         raise InvalidInputError(f"{where}aliases must be a list of names")
@@ -164,8 +165,9 @@ def _aliases(where: str, given: Any) -> list[str]:
     return aliases
 
 
-def card_from_mapping(data: Any, source: str = "") -> Card:
-    """A validated card from its fields (a card file's front matter, a tool call)."""
+def card_from_mapping(data: Any, source: str = "", *, stored: bool = False) -> Card:
+    """A validated card from its fields (a card file's front matter, a tool call, or a
+    `stored` card passage's metadata)."""
     where = f"{source}: " if source else ""
     if not isinstance(data, Mapping):
         raise InvalidInputError(f"{where}a card is a mapping of {', '.join(FIELDS)}")
@@ -174,7 +176,7 @@ def card_from_mapping(data: Any, source: str = "") -> Card:
         fields = ", ".join(FIELDS)
         raise InvalidInputError(f"{where}unknown card field {unknown[0]!r}; use {fields}")
     name = _text(f"{where}name", data.get("name"), limit=MAX_NAME)
-    aliases = _aliases(where, _given(data, "aliases", []))
+    aliases = _aliases(where, _given(data, "aliases", []), stored=stored)
     kind = _given(data, "kind", "")
     description = _given(data, "description", "")
     for field, text in (("kind", kind), ("description", description)):
@@ -287,7 +289,7 @@ def card_from_node(node: Node) -> Card:
         "description": data.get("description"),
     }
     try:
-        card = card_from_mapping(fields, str(data.get("source", "")))
+        card = card_from_mapping(fields, str(data.get("source", "")), stored=True)
     except InvalidInputError as error:
         raise InvalidInputError(
             f"the stored card {inline(node.id)} was changed outside graphstore: {error}; "

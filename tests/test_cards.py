@@ -206,6 +206,15 @@ def test_aliases_are_one_name_each_and_listed_once_however_spelt():
     assert card_from_mapping({"name": "x", "aliases": "行者"}).aliases == ("行者",)
 
 
+def test_a_stored_card_is_read_by_the_rules_of_its_write():
+    """An alias holding a list separator, stored before such aliases were refused, made every
+    scene context and `get_card` of the store fail after the upgrade."""
+    card = Card("孙悟空", aliases=("行者、悟空",))
+    mentions = card_mentions([card])
+    assert mentions is not None
+    assert card_from_node(card_node(card, mentions)) == card
+
+
 def test_a_typographic_apostrophe_names_the_same_card():
     """Manuscripts write O’Brien; the card file O'Brien.  NFKC keeps the two apart, so the
     card was never linked nor found for a scene."""
@@ -213,6 +222,11 @@ def test_a_typographic_apostrophe_names_the_same_card():
     assert mentions is not None
     assert mentions.extract_one("O’Brien lit the lamp.") == {Link.outgoing("card", "o'brien")}
     assert Card("O’Brien").id == Card("O'Brien").id == "card:o'brien"
+
+
+def test_a_markdown_card_error_gives_the_line_of_the_file():
+    with pytest.raises(InvalidInputError, match="at line 4: the key 'name' is given twice"):
+        parse_markdown_card("---\nname: A\nkind: x\nname: B\n---\n", "a.md")
 
 
 def test_a_key_merged_into_a_mapping_may_still_be_overridden():
