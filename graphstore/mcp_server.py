@@ -11,7 +11,7 @@ it when they are written again).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 from graphstore.card_store import aget_card, aplan_cards, astored_cards, awrite_cards
 from graphstore.cards import CARD, Card, card_from_mapping, card_id, fact_as_of, render_card
 from graphstore.chapters import as_of_filter, check_chapter
-from graphstore.errors import GraphStoreError, InvalidInputError
+from graphstore.errors import CorruptRowError, GraphStoreError, InvalidInputError
 from graphstore.links import Link, as_links
 from graphstore.nodes import Node, hit_json
 from graphstore.prompt import CARD_SHARE, PROMPT_K, awriter_context
@@ -145,11 +145,23 @@ def _passage(given: PassageInput, mentions_links: set[Link]) -> Node:
     return Node(given.id, given.text, given.metadata, links | mentions_links)
 
 
+async def _readable(store: GraphStore, ids: list[str]) -> list[Node]:
+    """The stored passages of `ids` that can be read: a corrupt row is one a write repairs."""
+    try:
+        return await store.aget(ids)
+    except CorruptRowError:
+        found = []
+        for node_id in ids:
+            with suppress(CorruptRowError):
+                found += await store.aget([node_id])
+        return found
+
+
 async def _check_not_from_files(store: GraphStore, ids: list[str]) -> None:
     """Refuse to replace a passage ingested from a file that still exists, as `put_card`
     refuses a card kept in one: the next ingest of the file would undo the change, and the
     replacement lost the passage's file, source and section."""
-    for node in await store.aget(ids):
+    for node in await _readable(store, ids):
         file = node.metadata.get(FILE)
         if isinstance(file, str) and not is_gone(file):
             raise InvalidInputError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -16,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from graphstore.embedded import EmbeddedStorage
+from graphstore.store import GraphStore
+from graphstore.testing.embeddings import KeyedEmbeddings
 from tests.conftest import BACKENDS, cassandra_contact
 
 pytest.importorskip("mcp")
@@ -219,3 +223,20 @@ async def test_an_agent_builds_and_queries_a_world_over_mcp(store_url, tmp_path)
             "行者",
             "悟空",
         ]
+
+
+async def test_put_passages_repairs_a_passage_row_that_cannot_be_read(tmp_path):
+    """The check that a passage comes from no file read it first, and a corrupt row made
+    that read fail: the one write that repairs the row was refused."""
+    from graphstore.mcp_server import build_server
+
+    path = tmp_path / "s.db"
+    server = build_server(GraphStore(KeyedEmbeddings(dimension=4), EmbeddedStorage(path)))
+    passage = {"id": "p1", "text": "alpha", "metadata": {"chapter": 1}}
+    assert not (await server.call_tool("put_passages", {"passages": [passage]})).is_error
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE nodes SET metadata = 'not json' WHERE id = 'p1'")
+    repaired = await server.call_tool("put_passages", {"passages": [passage]})
+    assert not repaired.is_error, text_of(repaired)
+    stored = structured(await server.call_tool("get_passage", {"id": "p1"}))
+    assert stored["metadata"] == {"chapter": 1}
