@@ -98,7 +98,7 @@ def _check_reachable(location: str, shown: str) -> None:
     """A one-line error when this user may not look into a folder on the way to `location`:
     `os.path.exists` is false then, and the store was called missing ("no store at")."""
     try:
-        os.lstat(location)
+        os.stat(location)  # through a link too
     except PermissionError:
         raise StoreOpenError(
             f"cannot reach {shown}: permission denied on a folder on its way"

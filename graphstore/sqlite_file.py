@@ -181,9 +181,10 @@ def _connect_read_only(file: Path, timeout: float, shown: str) -> sqlite3.Connec
         wal = file.with_name(f"{file.name}-wal")
         if wal.exists() and wal.stat().st_size:
             raise StoreOpenError(
-                f"cannot read {shown} here: its last commits are in {wal.name}, which SQLite "
-                f"reads only with a {file.name}-shm it cannot create in this folder (open it "
-                "once where it may be written, which folds them into the store file)"
+                f"cannot read {shown} here: {wal.name} beside it may hold its last commits, "
+                f"which SQLite reads only with a {file.name}-shm it cannot create in this "
+                "folder (open it once where it may be written, which folds them into the "
+                "store file)"
             ) from error
         db = sqlite3.connect(
             f"{uri}?mode=ro&immutable=1",
@@ -213,18 +214,19 @@ def _ours(db: sqlite3.Connection, table: str) -> bool:
     return columns - {"seq"} == COLUMNS[table] - {"seq"}
 
 
-def _shape(db: sqlite3.Connection, table: str) -> frozenset[tuple[str, str, int, int]]:
-    """`table`'s columns but `seq` (format 1 had none) as (name, type, not null, key)."""
+def _shape(db: sqlite3.Connection, table: str) -> frozenset[tuple[str, str, int, bool]]:
+    """`table`'s columns but `seq` (format 1 had none) as (name, type, not null, in the
+    key): the first version keyed `tags` by (kind, tag, node_id), in another order."""
     info = db.execute(f"PRAGMA table_info({table})")  # a name of ours (`COLUMNS`)
     return frozenset(
-        (name, kind.upper(), notnull, key)
+        (name, kind.upper(), notnull, key > 0)
         for _, name, kind, notnull, _, key in info
         if name != "seq"
     )
 
 
 @cache
-def _created_shapes() -> dict[str, frozenset[tuple[str, str, int, int]]]:
+def _created_shapes() -> dict[str, frozenset[tuple[str, str, int, bool]]]:
     """Each table's `_shape` as a store creates it.  Empty tables are dropped to make a
     store only when they have it: another program's empty `meta (key, value)` has the
     names of a store's columns, and was dropped."""

@@ -18,6 +18,7 @@ from graphstore.errors import CorruptRowError
 from graphstore.filters import EVERYTHING, Condition
 from graphstore.links import TagKey, decode_links
 from graphstore.nodes import Node, StoredNode, TagHit, Vector
+from graphstore.utf8 import is_utf8
 
 CORRUPT_ROW = "is corrupt (changed outside graphstore?)"
 
@@ -33,7 +34,7 @@ def decode_node(node_id: str, text: str, metadata: str, links: str) -> Node:
     no JSON object, links that are no link list, a column that is not UTF-8: see
     `sqlite_file.lenient_text`) is a one-line `CorruptRowError`."""
     for column, value in (("text", text), ("metadata", metadata), ("links", links)):
-        if not value.isascii() and not _is_utf8(value):
+        if not value.isascii() and not is_utf8(value):
             raise CorruptRowError(corrupt_row(node_id, f"its {column} is not UTF-8"))
     try:
         decoded = json.loads(metadata)
@@ -44,14 +45,6 @@ def decode_node(node_id: str, text: str, metadata: str, links: str) -> Node:
         raise CorruptRowError(corrupt_row(node_id, "metadata nested too deep")) from None
     except (ValueError, TypeError) as error:
         raise CorruptRowError(corrupt_row(node_id, error)) from None
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def values_by_id(rows: Iterable[tuple[str, str]], key: str) -> dict[str, object]:

@@ -6,6 +6,15 @@ from __future__ import annotations
 from graphstore.errors import InvalidInputError
 
 
+def is_utf8(text: str) -> bool:
+    """Whether UTF-8 can encode `text` (it holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_utf8(what: str, text: str) -> str:
     """Return `text`, or raise a one-line error naming `what` if UTF-8 cannot encode it."""
     try:

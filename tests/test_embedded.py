@@ -65,13 +65,22 @@ V1_SCHEMA = [
 ]
 
 
-@pytest.mark.parametrize("committed", range(1, 4))
-def test_a_file_whose_creation_was_cut_short_is_finished(tmp_path: Path, committed: int):
+FIRST_TAGS = (
+    "CREATE TABLE tags (kind TEXT NOT NULL, tag TEXT NOT NULL, node_id TEXT NOT NULL, "
+    "PRIMARY KEY (kind, tag, node_id)) WITHOUT ROWID"
+)
+"""The first version's `tags`, keyed in another order."""
+
+
+@pytest.mark.parametrize(
+    "schema", [V1_SCHEMA[:1], V1_SCHEMA[:2], V1_SCHEMA[:3], [*V1_SCHEMA[:2], FIRST_TAGS]]
+)
+def test_a_file_whose_creation_was_cut_short_is_finished(tmp_path: Path, schema: list[str]):
     """Version 1 committed its schema statement by statement; a kill between two left these."""
     path = tmp_path / "cut.db"
     with sqlite3.connect(path) as db:
         db.execute("PRAGMA journal_mode = WAL")
-        for statement in V1_SCHEMA[:committed]:
+        for statement in schema:
             db.execute(statement)
     storage = EmbeddedStorage(path)
     run_sync(storage.upsert([stored("a", "x")]))

@@ -521,7 +521,7 @@ def test_a_copy_with_its_wal_in_a_folder_this_user_cannot_write_is_refused_not_r
         path = folder / "ro.db"
         assert (folder / "ro.db-wal").stat().st_size > 0
         raised, status, out, err = as_other_user(lambda: open_error(path), folder, 0o755, 0o555)
-    message = "its last commits are in ro.db-wal, which SQLite reads only with a ro.db-shm"
+    message = "ro.db-wal beside it may hold its last commits, which SQLite reads only with a"
     assert message in str(raised)
     assert (status, out) == (2, "")
     assert message in err
@@ -531,14 +531,24 @@ def test_a_copy_with_its_wal_in_a_folder_this_user_cannot_write_is_refused_not_r
 def test_a_store_in_a_folder_this_user_may_not_enter_is_not_called_missing(tmp_path: Path):
     """`os.path.exists` is false behind a folder of mode 700 of another user: the store was
     reported as "no store at"."""
-    with folder_of_another_user(tmp_path) as folder:
-        path = folder / "x.db"
-        make_store(path)
-        status, out, err = as_other_user(lambda: stats_output(path), folder, 0o700, 0o000)
-    assert (status, out) == (2, "")
-    assert err == (
-        f"graphstore: error: cannot reach {path}: permission denied on a folder on its way\n"
-    )
+    outside = Path(tempfile.mkdtemp())  # a folder everyone may enter, for a link
+    outside.chmod(0o755)
+    link = outside / "link.db"
+    try:
+        with folder_of_another_user(tmp_path) as folder:
+            path = folder / "x.db"
+            make_store(path)
+            link.symlink_to(path)
+            seen = as_other_user(
+                lambda: [stats_output(path), stats_output(link)], folder, 0o700, 0o000
+            )
+    finally:
+        shutil.rmtree(outside)
+    for (status, out, err), shown in zip(seen, (path, link), strict=True):
+        assert (status, out) == (2, "")
+        assert err == (
+            f"graphstore: error: cannot reach {shown}: permission denied on a folder on its way\n"
+        )
 
 
 def test_a_read_only_store_in_a_folder_this_user_cannot_write_opens_for_reading(
