@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import textwrap
 import unicodedata
+from collections.abc import Callable
 
 SNIPPET = 240
 """Characters of a passage's start that a listing shows (`graphstore search`)."""
@@ -18,13 +19,14 @@ def inline(text: str) -> str:
     return text if text.isprintable() else json.dumps(text, ensure_ascii=False)
 
 
-def escaped(text: str) -> str:
-    """`text` with each character that does not print escaped: for a message quoting names
-    (an error naming a file), which stays readable around them.  A byte of a file name that
-    is not UTF-8 (a surrogate escape) reads `\\xNN`, as ids spell it (`path_text`)."""
-    if text.isprintable():
+def escaped(text: str, shows: Callable[[str], bool] = str.isprintable) -> str:
+    """`text` with each character that `shows` refuses (by default, each that does not
+    print) escaped: for a message quoting names (an error naming a file), which stays
+    readable around them.  A byte of a file name that is not UTF-8 (a surrogate escape)
+    reads `\\xNN`, as ids spell it (`path_text`)."""
+    if text.isprintable():  # a character that prints is shown by every `shows`
         return text
-    return "".join(char if char.isprintable() else _escape(char) for char in text)
+    return "".join(char if shows(char) else _escape(char) for char in text)
 
 
 def _escape(char: str) -> str:
@@ -48,11 +50,13 @@ def snippet(text: str, width: int = SNIPPET) -> str:
     if len(flat) > width:
         cut = textwrap.shorten(flat, width, placeholder=" …")
         flat = cut if len(cut) > width // 2 else flat[: width - 2] + " …"
-    return "".join(
-        _escape(char) if unicodedata.category(char) in UNSHOWN else char for char in flat
-    )
+    return escaped(flat, _shown_in_snippet)
 
 
 UNSHOWN = frozenset({"Cc", "Cs"})
 """Unicode categories a snippet escapes: controls (a terminal reads them as commands) and
 surrogates (which no terminal encoding takes)."""
+
+
+def _shown_in_snippet(char: str) -> bool:
+    return unicodedata.category(char) not in UNSHOWN
