@@ -49,6 +49,7 @@ from graphstore.storage import (
     ScoredNode,
     Storage,
     StoreStats,
+    check_utf8_columns,
     corrupt_row,
     decode_node,
     values_by_id,
@@ -735,7 +736,7 @@ class EmbeddedStorage(Storage):
                     problems.append(f"{entry}: left out of searches; ingest it again to repair")
                     continue
                 try:  # the index reads no text: a search returning this row fails
-                    decode_node(node_id, text, "{}", "[]")
+                    check_utf8_columns(node_id, text=text)
                 except CorruptRowError as error:
                     problems.append(f"{error}: ingest it again to repair")
                 actual = rows.get(node_id, set())

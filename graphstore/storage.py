@@ -29,13 +29,19 @@ def corrupt_row(node_id: str, reason: object) -> str:
     return f"the row of {node_id!r} {CORRUPT_ROW}: {told}"
 
 
+def check_utf8_columns(node_id: str, **columns: str) -> None:
+    """A one-line `CorruptRowError` naming the first of a row's `columns` that is not UTF-8
+    (read through `sqlite_file.lenient_text`)."""
+    for column, value in columns.items():
+        if not value.isascii() and not is_utf8(value):
+            raise CorruptRowError(corrupt_row(node_id, f"its {column} is not UTF-8"))
+
+
 def decode_node(node_id: str, text: str, metadata: str, links: str) -> Node:
     """A node from its row's JSON columns; a row that is not graphstore's (metadata that is
     no JSON object, links that are no link list, a column that is not UTF-8: see
     `sqlite_file.lenient_text`) is a one-line `CorruptRowError`."""
-    for column, value in (("text", text), ("metadata", metadata), ("links", links)):
-        if not value.isascii() and not is_utf8(value):
-            raise CorruptRowError(corrupt_row(node_id, f"its {column} is not UTF-8"))
+    check_utf8_columns(node_id, text=text, metadata=metadata, links=links)
     try:
         decoded = json.loads(metadata)
         if not isinstance(decoded, dict):
