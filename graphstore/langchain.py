@@ -177,8 +177,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         **kwargs: Any,
     ) -> list[str]:
         """Sync twin of `aadd_documents`."""
-        check_options(kwargs, ADD_DOCUMENTS_OPTIONS, "add_documents option")
-        return self.store.add_nodes(self._nodes(documents, ids))
+        return run_sync(self.aadd_documents(documents, ids=ids, **kwargs))
 
     async def aadd_texts(
         self,
@@ -202,8 +201,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         **kwargs: Any,
     ) -> list[str]:
         """Sync twin of `aadd_texts`."""
-        check_options(kwargs, ADD_TEXTS_OPTIONS, "add_texts option")
-        return self.add_documents(self._documents(texts, metadatas), ids=ids)
+        return run_sync(self.aadd_texts(texts, metadatas, ids=ids, **kwargs))
 
     async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """Delete documents by id; unknown ids are ignored.  No ids is refused rather than
