@@ -34,14 +34,15 @@ TEST_NODE_DIR ?= $(HOME)/.cache/graphstore/test-node
 NODE := $(BIN)/python -m graphstore.testing.local_cassandra
 
 # Starts a local Cassandra node with empty data (--fresh: schema tombstones left by earlier
-# runs slow every CREATE and DROP) unless GRAPHSTORE_TEST_CASSANDRA names one already running.
+# runs slow every CREATE and DROP) whose schema changes skip flushing (--fast-schema: no test
+# kills it) unless GRAPHSTORE_TEST_CASSANDRA names one already running.
 # The cluster tests (tests/test_cassandra_cluster.py) start and stop their own three nodes
 # on 127.0.0.2-4 with free ports, so they never meet that node.
 test: lint
 	@if [ -n "$$GRAPHSTORE_TEST_CASSANDRA" ]; then \
 		$(BIN)/pytest; \
 	else \
-		$(NODE) start --fresh --dir $(TEST_NODE_DIR) --port $(CASSANDRA_PORT) || exit 1; \
+		$(NODE) start --fresh --fast-schema --dir $(TEST_NODE_DIR) --port $(CASSANDRA_PORT) || exit 1; \
 		GRAPHSTORE_TEST_CASSANDRA=127.0.0.1:$(CASSANDRA_PORT) $(BIN)/pytest; status=$$?; \
 		$(NODE) stop --dir $(TEST_NODE_DIR); exit $$status; \
 	fi

@@ -53,8 +53,70 @@ def link_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 StorageFactory = Callable[[], Storage]
 
 
-def open_storage(name: str, directory: Path, table: str) -> Storage:
-    """A new storage object of backend `name` on the store in `directory` or `table`."""
+STORES_PER_KEYSPACE = 10
+
+
+class CassandraKeyspaces:
+    """The keyspaces the shared fixtures' Cassandra stores go in, `STORES_PER_KEYSPACE` each.
+
+    Every table and SAI index costs the node heap, so a store's tables cannot be left behind;
+    but dropping them costs five schema changes (~1.5 s a store), while dropping a keyspace
+    of ten stores costs one (~0.4 s a store).  A keyspace is dropped once it is full and
+    every store in it is released; those left at the end of the session, then."""
+
+    def __init__(self) -> None:
+        self.number = 0
+        self.taken = 0
+        self.open: dict[str, int] = {}
+        """Stores not released yet, by keyspace (every keyspace not dropped yet)."""
+
+    def _current(self) -> str:
+        return f"graphstore_test_{self.number}"
+
+    def take(self) -> str:
+        """The keyspace of one new store."""
+        if self.taken == STORES_PER_KEYSPACE:
+            self.number, self.taken = self.number + 1, 0
+        self.taken += 1
+        keyspace = self._current()
+        self.open[keyspace] = self.open.get(keyspace, 0) + 1
+        return keyspace
+
+    def release(self, keyspace: str, session: Any) -> None:
+        """One store of `keyspace` is released (`session` still open): drop the keyspace
+        when it is full and this was its last open store."""
+        self.open[keyspace] -= 1
+        if not self.open[keyspace] and keyspace != self._current():
+            del self.open[keyspace]
+            session.execute(f'DROP KEYSPACE IF EXISTS "{keyspace}"', timeout=120)
+
+    def drop_all(self) -> None:
+        """Drop the keyspaces still there (the session's end: every store is released)."""
+        if not self.open:
+            return
+        from cassandra.cluster import Cluster
+
+        host, _, port = cassandra_contact().partition(":")
+        cluster = Cluster([host], port=int(port or 9042))
+        try:
+            session = cluster.connect()
+            for keyspace in self.open:
+                session.execute(f'DROP KEYSPACE IF EXISTS "{keyspace}"', timeout=120)
+        finally:
+            cluster.shutdown()
+        self.open.clear()
+
+
+@pytest.fixture(scope="session")
+def cassandra_keyspaces() -> Iterator[CassandraKeyspaces]:
+    keyspaces = CassandraKeyspaces()
+    yield keyspaces
+    keyspaces.drop_all()
+
+
+def open_storage(name: str, directory: Path, table: str, keyspace: str = "") -> Storage:
+    """A new storage object of backend `name` on the store in `directory` or in `table` of
+    `keyspace`."""
     if name == "memory":
         return EmbeddedStorage(":memory:")
     if name == "file":
@@ -63,49 +125,63 @@ def open_storage(name: str, directory: Path, table: str) -> Storage:
     from graphstore.cassandra import CassandraStorage
 
     return CassandraStorage.connect(
-        contact_points=[host], port=int(port or 9042), keyspace="graphstore_test", table=table
+        contact_points=[host], port=int(port or 9042), keyspace=keyspace, table=table
     )
 
 
-async def release(name: str, opened: Sequence[Storage]) -> None:
-    """Close the storage objects of one store, dropping a Cassandra store's tables first."""
-    if name == "cassandra" and opened:
-        # Each table and SAI index costs the node heap: left behind, they exhaust it.
-        await opened[0].drop()
+async def release(opened: Sequence[Storage], keyspaces: CassandraKeyspaces) -> None:
+    """Close the storage objects of one store; a Cassandra store's tables go with its
+    keyspace (`CassandraKeyspaces`)."""
+    from graphstore.cassandra import CassandraStorage
+
+    if opened and isinstance(opened[0], CassandraStorage):
+        keyspaces.release(opened[0].keyspace, opened[0].session)
     for storage in opened:
         await storage.close()
 
 
 @pytest.fixture(params=BACKENDS)
 async def open_backend(
-    request: pytest.FixtureRequest, tmp_path: Path
+    request: pytest.FixtureRequest, tmp_path: Path, cassandra_keyspaces: CassandraKeyspaces
 ) -> AsyncIterator[StorageFactory]:
     """A factory opening (and reopening) one fresh store of the parametrized backend."""
     opened: list[Storage] = []
     name = request.param
     table = f"t{uuid.uuid4().hex[:12]}"
+    keyspace = ""
 
     def factory() -> Storage:
+        nonlocal keyspace
         if name == "memory" and opened:
             return opened[0]
-        opened.append(open_storage(name, tmp_path, table))
+        if name == "cassandra" and not keyspace:
+            cassandra_contact()
+            keyspace = cassandra_keyspaces.take()
+        opened.append(open_storage(name, tmp_path, table, keyspace))
         return opened[-1]
 
     yield factory
-    await release(name, opened)
+    await release(opened, cassandra_keyspaces)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def module_backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    cassandra_keyspaces: CassandraKeyspaces,
 ) -> Iterator[Storage]:
     """One store of the parametrized backend shared by a module's read-only tests (loading
     it once per test would create a Cassandra table, its indexes and range columns each
     time: most of the suite's run time)."""
     name = request.param
-    storage = open_storage(name, tmp_path_factory.mktemp(name), f"t{uuid.uuid4().hex[:12]}")
+    keyspace = ""
+    if name == "cassandra":
+        cassandra_contact()
+        keyspace = cassandra_keyspaces.take()
+    table = f"t{uuid.uuid4().hex[:12]}"
+    storage = open_storage(name, tmp_path_factory.mktemp(name), table, keyspace)
     yield storage
-    run_sync(release(name, [storage]))
+    run_sync(release([storage], cassandra_keyspaces))
 
 
 @pytest.fixture

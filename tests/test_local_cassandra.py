@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from graphstore.testing.local_cassandra import MAIN_CLASS, CassandraError, CassandraNode, main
+from graphstore.testing.local_cassandra import (
+    FAST_SCHEMA_OPTION,
+    MAIN_CLASS,
+    CassandraError,
+    CassandraNode,
+    main,
+)
 
 DATA_DIRS = ("data", "commitlog", "saved_caches", "hints")
 
@@ -65,3 +71,21 @@ def test_fresh_is_refused_for_a_cluster(capsys: pytest.CaptureFixture[str]):
     with pytest.raises(SystemExit):
         main(["start", "--nodes", "3", "--fresh"])
     assert "--fresh is for one node" in capsys.readouterr().err
+
+
+def test_fast_schema_is_refused_for_a_cluster(capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit):
+        main(["start", "--nodes", "3", "--fast-schema"])
+    assert "--fast-schema is for one node" in capsys.readouterr().err
+
+
+def test_fast_schema_is_asked_for(tmp_path: Path):
+    """A node skips flushing its schema only when asked: a killed one would lose tables."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "jamm-0.4.0.jar").touch()
+    config = tmp_path / "cassandra.yaml"
+    safe = CassandraNode(tmp_path / "a").command(Path("java"), lib, config)
+    fast = CassandraNode(tmp_path / "b", fast_schema=True).command(Path("java"), lib, config)
+    assert FAST_SCHEMA_OPTION not in safe
+    assert FAST_SCHEMA_OPTION in fast
