@@ -86,7 +86,8 @@ class CassandraKeyspaces:
         """One store of `keyspace` is released (`session` still open): drop the keyspace
         when it is full and this was its last open store."""
         self.open[keyspace] -= 1
-        if not self.open[keyspace] and keyspace != self._current():
+        full = keyspace != self._current() or self.taken == STORES_PER_KEYSPACE
+        if full and not self.open[keyspace]:
             del self.open[keyspace]
             session.execute(f'DROP KEYSPACE IF EXISTS "{keyspace}"', timeout=120)
 
