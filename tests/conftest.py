@@ -73,8 +73,11 @@ class CassandraKeyspaces:
     def _current(self) -> str:
         return f"graphstore_test_{self.number}"
 
-    def take(self) -> str:
-        """The keyspace of one new store."""
+    def take(self, backend: str) -> str:
+        """The keyspace of one new store of `backend` ("" unless it is Cassandra)."""
+        if backend != "cassandra":
+            return ""
+        cassandra_contact()
         if self.taken == STORES_PER_KEYSPACE:
             self.number, self.taken = self.number + 1, 0
         self.taken += 1
@@ -155,9 +158,8 @@ async def open_backend(
         nonlocal keyspace
         if name == "memory" and opened:
             return opened[0]
-        if name == "cassandra" and not keyspace:
-            cassandra_contact()
-            keyspace = cassandra_keyspaces.take()
+        if not opened:
+            keyspace = cassandra_keyspaces.take(name)
         opened.append(open_storage(name, tmp_path, table, keyspace))
         return opened[-1]
 
@@ -175,11 +177,8 @@ def module_backend(
     it once per test would create a Cassandra table, its indexes and range columns each
     time: most of the suite's run time)."""
     name = request.param
-    keyspace = ""
-    if name == "cassandra":
-        cassandra_contact()
-        keyspace = cassandra_keyspaces.take()
     table = f"t{uuid.uuid4().hex[:12]}"
+    keyspace = cassandra_keyspaces.take(name)
     storage = open_storage(name, tmp_path_factory.mktemp(name), table, keyspace)
     yield storage
     run_sync(release([storage], cassandra_keyspaces))
