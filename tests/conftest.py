@@ -92,7 +92,7 @@ class CassandraKeyspaces:
         full = keyspace != self._current() or self.taken == STORES_PER_KEYSPACE
         if full and not self.open[keyspace]:
             del self.open[keyspace]
-            session.execute(f'DROP KEYSPACE IF EXISTS "{keyspace}"', timeout=120)
+            _drop_keyspace(session, keyspace)
 
     def drop_all(self) -> None:
         """Drop the keyspaces still there (the session's end: every store is released)."""
@@ -105,10 +105,15 @@ class CassandraKeyspaces:
         try:
             session = cluster.connect()
             for keyspace in self.open:
-                session.execute(f'DROP KEYSPACE IF EXISTS "{keyspace}"', timeout=120)
+                _drop_keyspace(session, keyspace)
         finally:
             cluster.shutdown()
         self.open.clear()
+
+
+def _drop_keyspace(session: Any, keyspace: str) -> None:
+    """Drop a test keyspace (a name `CassandraKeyspaces` made) with all its tables."""
+    session.execute(f'DROP KEYSPACE IF EXISTS "{keyspace}"', timeout=120)
 
 
 @pytest.fixture(scope="session")
