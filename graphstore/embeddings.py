@@ -45,6 +45,9 @@ class LocalEmbeddings(Embeddings):
     """A `LocalModel` as LangChain `Embeddings`: every call is the model's own (its async
     calls on its own thread), and `model_id` is the model's."""
 
+    own_thread = True
+    """The model's calls run on its own thread (`models.LocalModel`)."""
+
     def __init__(self, model: LocalModel) -> None:
         self.model = model
         self.model_id = model.model_id

@@ -19,6 +19,7 @@ import hashlib
 import os
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,6 +37,35 @@ class EmbeddingModel(Protocol):
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]: ...
 
     async def aembed_query(self, text: str) -> list[float]: ...
+
+
+IN_SYNC_CALL: ContextVar[bool] = ContextVar("graphstore_in_sync_call", default=False)
+"""True while a sync twin of a store method runs its coroutine (`store.run_sync`)."""
+
+
+def _sync_method(model: EmbeddingModel, name: str) -> Any:
+    """The model's sync `name` when a sync call should use it, else None.
+
+    LangChain's contract: sync methods call a model's sync methods.  A sync twin runs its
+    coroutine on an event loop of its own, and a model whose async client is bound to the
+    loop it first ran on (as OpenAI's and Ollama's are) fails there, or later on the
+    caller's loop.  Models with a thread of their own (`LocalModel`) run there either way."""
+    if not IN_SYNC_CALL.get() or getattr(model, "own_thread", False):
+        return None
+    method = getattr(model, name, None)
+    return method if callable(method) else None
+
+
+async def embed_documents(model: EmbeddingModel, texts: list[str]) -> list[list[float]]:
+    """`model`'s embeddings of `texts`, by its sync method in a sync call (`_sync_method`)."""
+    method = _sync_method(model, "embed_documents")
+    return list(method(texts)) if method else list(await model.aembed_documents(texts))
+
+
+async def embed_query(model: EmbeddingModel, text: str) -> list[float]:
+    """`model`'s embedding of a query, by its sync method in a sync call (`_sync_method`)."""
+    method = _sync_method(model, "embed_query")
+    return method(text) if method else await model.aembed_query(text)
 
 
 def quiet_transformers() -> None:
@@ -68,6 +98,8 @@ class LocalModel(ABC):
 
     _thread: ThreadPoolExecutor | None = None
     model_id = ""
+    own_thread = True
+    """Its calls run on its own thread, from sync and async code alike (`_sync_method`)."""
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._thread is None:

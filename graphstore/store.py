@@ -2,7 +2,8 @@
 
 Every method is async at heart; the sync twins run the coroutine on a private event loop kept
 per thread, or in a worker thread when the caller is already inside a running loop (where
-`asyncio.run`, as used upstream, would raise).
+`asyncio.run`, as used upstream, would raise), and call the model's sync methods
+(`models.embed_documents`), as LangChain's contract has it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ from graphstore.errors import InvalidInputError, StorageError
 from graphstore.filters import EVERYTHING, parse_filter
 from graphstore.links import as_links
 from graphstore.metadata import Filter, check_metadata
-from graphstore.models import EmbeddingModel, model_id
+from graphstore.models import (
+    IN_SYNC_CALL,
+    EmbeddingModel,
+    embed_documents,
+    embed_query,
+    model_id,
+)
 from graphstore.nodes import Hit, Node, StoredNode, Vector, VectorLike, VectorsLike, unit
 from graphstore.storage import ScoredNode, Storage, StoreStats
 from graphstore.strategy import (
@@ -86,6 +93,7 @@ def run_sync(awaitable: Awaitable[T]) -> T:
     """Run a coroutine to completion from sync code, inside or outside a running loop."""
 
     async def wrapper() -> T:
+        IN_SYNC_CALL.set(True)  # the model's sync methods, in this task only
         return await awaitable
 
     try:
@@ -461,7 +469,7 @@ class GraphStore:
         would put each vector on another passage's row)."""
         if not texts:
             return []
-        vectors = list(await model.aembed_documents(texts))
+        vectors = await embed_documents(model, texts)
         if len(vectors) != len(texts):
             raise InvalidInputError(
                 f"the embedding model returned {len(vectors)} vectors for {len(texts)} texts"
@@ -525,7 +533,7 @@ class GraphStore:
         stored = await self.storage.get([hit.id for hit in sample])
         if not stored:
             return None
-        embedded = (await model.aembed_documents([stored[0].node.text]))[0]
+        embedded = (await embed_documents(model, [stored[0].node.text]))[0]
         try:
             vector = unit(embedded, dimension)
         except ValueError:  # another size, or no direction at all: not this store's model
@@ -537,7 +545,7 @@ class GraphStore:
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("the query must be a non-empty string or a vector")
         check_utf8("the query", query)
-        return await (await self._checked_model(writing=False)).aembed_query(query)
+        return await embed_query(await self._checked_model(writing=False), query)
 
     async def _query_vector(self, query: Query) -> Any:
         """A unit query vector: embedded when `query` is text, checked when it is a vector."""

@@ -5,6 +5,7 @@ Every suite runs on each backend through the parametrized `backend` fixture.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import warnings
@@ -49,6 +50,26 @@ class CallableEmbeddings(Embeddings):
 
     def embed_query(self, text):
         return self.function(text)
+
+
+class LoopBoundEmbeddings(DeterministicFakeEmbedding):
+    """Embeddings whose async calls, like OpenAI's and Ollama's async client, work only on
+    the event loop that first made one."""
+
+    loop: object = None
+
+    async def aembed_documents(self, texts):
+        return self._on_first_loop(self.embed_documents(texts))
+
+    async def aembed_query(self, text):
+        return self._on_first_loop(self.embed_query(text))
+
+    def _on_first_loop(self, result):
+        loop = asyncio.get_running_loop()
+        self.loop = self.loop or loop
+        if loop is not self.loop:
+            raise RuntimeError("the async client is bound to a different event loop")
+        return result
 
 
 class TestVectorStoreConformance(VectorStoreIntegrationTests):
@@ -228,6 +249,23 @@ async def test_sync_api_inside_a_running_loop(vectorstore):
     vectorstore.add_texts(["a", "b"], ids=["1", "2"])
     assert len(vectorstore.similarity_search("a", k=2)) == 2
     assert len(list(vectorstore.traversal_search("a", k=1))) == 1
+
+
+def test_sync_calls_use_the_models_sync_methods_leaving_its_async_client_to_async_code(backend):
+    vectorstore = GraphStoreVectorStore(LoopBoundEmbeddings(size=8), backend)
+    vectorstore.add_texts(["a", "b"], ids=["1", "2"])
+    assert [doc.id for doc in vectorstore.similarity_search("b", k=1)] == ["2"]
+    assert len(vectorstore.store.search("a", k=2)) == 2
+    found = asyncio.run(vectorstore.asimilarity_search("a", k=1))
+    assert [doc.id for doc in found] == ["1"]
+
+
+async def test_sync_calls_inside_a_running_loop_leave_the_models_async_client_alone(backend):
+    vectorstore = GraphStoreVectorStore(LoopBoundEmbeddings(size=8), backend)
+    vectorstore.add_texts(["a", "b"], ids=["1", "2"])
+    assert [doc.id for doc in vectorstore.similarity_search("a", k=1)] == ["1"]
+    assert [doc.id for doc in vectorstore.similarity_search("b", k=1)] == ["2"]
+    assert [doc.id for doc in await vectorstore.asimilarity_search("a", k=1)] == ["1"]
 
 
 def test_link_extractor_transformer_output_loads_unchanged(vectorstore):
