@@ -14,6 +14,7 @@ import contextlib
 import inspect
 import math
 import threading
+import time
 import weakref
 from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -54,6 +55,11 @@ MAX_ID_LENGTH = 512
 SAME_MODEL_COSINE = 0.99
 """A passage embedded again by the same weights comes within float rounding of its stored
 vector (cosine ~1.0); two different models, even of one family, stay far below."""
+MODEL_RECHECK_SECONDS = 1.0
+"""How long a search trusts the model record it read last.  Another process may empty the
+store and fill it with another model's vectors: a store object that stays open (a server,
+a notebook) reads the record again before every write, and before a search once this long
+has passed, so it refuses its old model instead of ranking, or writing, with it."""
 MAX_TOP_TAGS = 1_000_000
 """Most frequent tags `stats` lists at most (a bound, so a typo cannot ask for billions)."""
 
@@ -161,10 +167,12 @@ class GraphStore:
         self.embeddings = embeddings
         self.storage = storage
         self._recorded_model: str | None = None
-        """The model the store records, once read (or recorded by this object's first write)."""
-        self._model_read = False
-        self._accepted_model: str | None = None
-        """A model named unlike the record and found to embed as it did (`_embeds_as_stored`)."""
+        """The model the store records, as last read (`_record`) or recorded."""
+        self._record_read_at: float | None = None
+        """When `_recorded_model` was read (`time.monotonic`), None before the first read."""
+        self._accepted_model: tuple[str, str] | None = None
+        """(record, model): a model named unlike the record and found to embed as it did
+        (`_embeds_as_stored`)."""
         self.batch_size = check_count("batch_size", batch_size)
         self.traversal = Traversal(storage, check_count("concurrency", concurrency, 1, 1024))
 
@@ -493,33 +501,41 @@ class GraphStore:
         if self.embeddings is None:
             raise InvalidInputError("this store has no embedding model; pass vectors instead")
         given = model_id(self.embeddings)
-        if self._recorded_model is None and writing:
+        recorded = await self._record(fresh=writing)
+        if recorded is None and writing:
             if await self._embeds_as_stored(self.embeddings) is False:  # from before records
                 raise InvalidInputError(
                     f"this store's passages were not embedded with {given} (the store records "
                     "no model: it was written before graphstore recorded one, or from given "
                     "vectors): use the model they were embedded with"
                 )
-            self._recorded_model = await self.storage.record_model(given)
-        elif self._recorded_model is None and not self._model_read:
-            self._recorded_model = await self.storage.recorded_model()
-            self._model_read = True
-        if self._recorded_model in (None, given) or self._accepted_model == given:
+            recorded = self._recorded_model = await self.storage.record_model(given)
+        if recorded in (None, given) or self._accepted_model == (recorded, given):
             return self.embeddings
         same = await self._embeds_as_stored(self.embeddings)
         if same is None:  # no passage: emptied by deletes, or a first write that failed
             if writing:  # the record follows the model of the write (it kept the old name)
-                recorded = self._recorded_model
-                self._recorded_model = await self.storage.record_model(given, replacing=recorded)
-            if not writing or self._recorded_model == given:
+                recorded = await self.storage.record_model(given, replacing=recorded)
+                self._recorded_model = recorded
+            if not writing or recorded == given:
                 return self.embeddings
         if not same:
             raise InvalidInputError(
-                f"this store's passages were embedded with {self._recorded_model}, not {given}: "
-                f"use {self._recorded_model} (two models' vectors side by side rank at random)"
+                f"this store's passages were embedded with {recorded}, not {given}: "
+                f"use {recorded} (two models' vectors side by side rank at random)"
             )
-        self._accepted_model = given
+        self._accepted_model = (recorded, given)
         return self.embeddings
+
+    async def _record(self, *, fresh: bool) -> str | None:
+        """The model the store records: read again when `fresh` (a write), when never read,
+        or when read more than `MODEL_RECHECK_SECONDS` ago."""
+        now = time.monotonic()
+        last = self._record_read_at
+        if fresh or last is None or now - last >= MODEL_RECHECK_SECONDS:
+            self._recorded_model = await self.storage.recorded_model()
+            self._record_read_at = now
+        return self._recorded_model
 
     async def _embeds_as_stored(self, model: EmbeddingModel) -> bool | None:
         """Whether `model` embeds a stored passage as the store holds it (cosine at least

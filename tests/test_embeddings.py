@@ -9,6 +9,7 @@ import time
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
+import graphstore.store as store_module
 from graphstore.embeddings import LocalEmbeddings, load_embeddings
 from graphstore.errors import InvalidInputError
 from graphstore.models import (
@@ -164,6 +165,36 @@ async def test_a_store_emptied_by_deletes_records_the_model_of_its_next_write(op
     assert await other.storage.recorded_model() == "other"
     with pytest.raises(InvalidInputError, match="embedded with other, not keyed"):
         await GraphStore(KeyedEmbeddings(dimension=4), open_backend()).asearch("beta")
+
+
+async def test_a_store_left_open_refuses_its_model_once_another_process_changed_the_record(
+    open_backend, monkeypatch
+):
+    """An MCP server kept the model it started with after the command line emptied its
+    store and filled it with another model's vectors: it went on ranking with its own
+    model and wrote its vectors among the other's (no check could tell them apart)."""
+    server = GraphStore(KeyedEmbeddings(dimension=4), open_backend())
+    await server.aadd_nodes([Node("a", "alpha")])
+    assert [hit.node.id for hit in await server.asearch("alpha", k=1)] == ["a"]
+    command_line = GraphStore(OtherModel(dimension=4), open_backend())
+    await command_line.adelete(["a"])
+    await command_line.aadd_nodes([Node("b", "beta")])
+    message = "embedded with other, not keyed"
+    with pytest.raises(InvalidInputError, match=message):
+        await server.aadd_nodes([Node("c", "gamma")])
+    assert [node.id for node in await command_line.aget(["b", "c"])] == ["b"]
+    monkeypatch.setattr(store_module, "MODEL_RECHECK_SECONDS", 0.0)
+    with pytest.raises(InvalidInputError, match=message):
+        await server.asearch("beta")
+
+
+async def test_a_store_opened_empty_sees_the_model_another_process_recorded(open_backend):
+    """It said the store recorded no model."""
+    server = GraphStore(KeyedEmbeddings(dimension=4), open_backend())
+    assert await server.asearch("alpha") == []
+    await GraphStore(OtherModel(dimension=4), open_backend()).aadd_nodes([Node("b", "beta")])
+    with pytest.raises(InvalidInputError, match="embedded with other, not keyed"):
+        await server.aadd_nodes([Node("c", "gamma")])
 
 
 class BrokenModel(KeyedEmbeddings):
