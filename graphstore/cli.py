@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import json
 import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
@@ -550,8 +551,25 @@ async def _command(
     elif args.command == "mcp":
         from graphstore.mcp_server import aserve
 
-        await aserve(store, shown)
+        with _interrupt_kills():
+            await aserve(store, shown)
     return 0
+
+
+@contextlib.contextmanager
+def _interrupt_kills() -> Iterator[None]:
+    """Ctrl-C ends the process at once, as SIGTERM does (each write is committed whole or
+    not at all).  A server waits for its next line of stdin in a worker thread that no
+    cancel can stop, so Ctrl-C used to leave it running until its client closed stdin.
+    In the main thread only (where signals arrive); the previous handler comes back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 async def _stored_id(store: GraphStore, node_id: str, shown: str) -> str:

@@ -279,5 +279,9 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
 
 
 async def aserve(store: GraphStore, shown: str = "") -> None:
-    """Serve `store` over stdio until the client closes the connection."""
-    await build_server(store, shown).run_stdio_async()
+    """Serve `store` over stdio until the client closes the connection (also while
+    answers are on their way: nobody is left to answer)."""
+    try:
+        await build_server(store, shown).run_stdio_async()
+    except* (BrokenPipeError, ConnectionResetError):
+        pass

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -240,3 +242,68 @@ async def test_put_passages_repairs_a_passage_row_that_cannot_be_read(tmp_path):
     assert not repaired.is_error, text_of(repaired)
     stored = structured(await server.call_tool("get_passage", {"id": "p1"}))
     assert stored["metadata"] == {"chapter": 1}
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
+
+
+def _serving(tmp_path: Path) -> subprocess.Popen[bytes]:
+    """A `graphstore mcp` process on a new store file, initialized by a raw client."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "graphstore.cli", "--store", str(tmp_path / "s.db"), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)},
+        cwd=tmp_path,
+    )
+    _send(server, INITIALIZE)
+    assert b'"id":1' in server.stdout.readline()  # type: ignore[union-attr]
+    _send(server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return server
+
+
+def _send(server: subprocess.Popen[bytes], message: dict[str, object]) -> None:
+    server.stdin.write(json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
+    server.stdin.flush()  # type: ignore[union-attr]
+
+
+def test_ctrl_c_stops_a_server_waiting_for_its_client(tmp_path):
+    """It waited for the next line of stdin: until the client closed it."""
+    server = _serving(tmp_path)
+    try:
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) == -signal.SIGINT
+    finally:
+        server.kill()
+        server.communicate()
+
+
+def test_a_client_gone_before_its_answers_ends_the_server_quietly(tmp_path):
+    """Answers to a client that closed the connection while its calls ran ended in a
+    traceback and status 1."""
+    server = _serving(tmp_path)
+    try:
+        for call in range(3):
+            passages = [{"id": f"p{call}.{n}", "text": f"passage {n} of {call}"} for n in range(40)]
+            arguments = {"name": "put_passages", "arguments": {"passages": passages}}
+            _send(
+                server,
+                {"jsonrpc": "2.0", "id": 10 + call, "method": "tools/call", "params": arguments},
+            )
+        assert b'"id":10' in server.stdout.readline()  # type: ignore[union-attr]
+        server.stdout.close()  # type: ignore[union-attr]
+        server.stdin.close()  # type: ignore[union-attr]
+        assert server.wait(timeout=120) == 0
+        assert b"Traceback" not in server.stderr.read()  # type: ignore[union-attr]
+    finally:
+        server.kill()
