@@ -229,12 +229,15 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
 
     @server.tool()
     async def get_card(name: str, as_of_chapter: StrictCount | None = None) -> dict[str, Any]:
-        """An entity's card by name or alias, its attributes as they stand in as_of_chapter
-        (the latest values when omitted)."""
+        """An entity's card by name, alias or id (`card:…`, as search returns it), its
+        attributes as they stand in as_of_chapter (the latest values when omitted)."""
         with _tool_errors():
             if as_of_chapter is not None:
                 check_chapter("as_of_chapter", as_of_chapter)
-            card = await aget_card(store, card_id(name)) or _find(await astored_cards(store), name)
+            card = await aget_card(store, card_id(name))
+            if card is None and name.startswith(f"{CARD}:"):
+                card = await aget_card(store, name)
+            card = card or _find(await astored_cards(store), name)
             if card is None:
                 raise InvalidInputError(f"no card named {name!r}")
             return card_json(card, as_of_chapter)

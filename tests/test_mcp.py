@@ -244,6 +244,18 @@ async def test_put_passages_repairs_a_passage_row_that_cannot_be_read(tmp_path):
     assert stored["metadata"] == {"chapter": 1}
 
 
+async def test_get_card_takes_the_id_a_search_returns(tmp_path):
+    """`card:孙悟空`, a search hit's id, was "no card named"."""
+    from graphstore.mcp_server import build_server
+
+    server = build_server(GraphStore(KeyedEmbeddings(dimension=4), EmbeddedStorage(":memory:")))
+    card = {"name": "孙悟空", "kind": "character", "aliases": ["行者"]}
+    added = structured(await server.call_tool("put_card", card))
+    for name in ("孙悟空", "行者", added["id"]):
+        found = structured(await server.call_tool("get_card", {"name": name}))
+        assert found["id"] == added["id"] == "card:孙悟空"
+
+
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
