@@ -279,14 +279,14 @@ def _serving(tmp_path: Path) -> subprocess.Popen[bytes]:
         cwd=tmp_path,
     )
     _send(server, INITIALIZE)
-    assert b'"id":1' in server.stdout.readline()  # type: ignore[union-attr]
+    assert b'"id":1' in server.stdout.readline()
     _send(server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     return server
 
 
 def _send(server: subprocess.Popen[bytes], message: dict[str, object]) -> None:
-    server.stdin.write(json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
-    server.stdin.flush()  # type: ignore[union-attr]
+    server.stdin.write(json.dumps(message).encode() + b"\n")
+    server.stdin.flush()
 
 
 def test_ctrl_c_stops_a_server_waiting_for_its_client(tmp_path):
@@ -312,10 +312,10 @@ def test_a_client_gone_before_its_answers_ends_the_server_quietly(tmp_path):
                 server,
                 {"jsonrpc": "2.0", "id": 10 + call, "method": "tools/call", "params": arguments},
             )
-        assert b'"id":10' in server.stdout.readline()  # type: ignore[union-attr]
-        server.stdout.close()  # type: ignore[union-attr]
-        server.stdin.close()  # type: ignore[union-attr]
+        assert b'"id":10' in server.stdout.readline()
+        server.stdout.close()
+        server.stdin.close()
         assert server.wait(timeout=120) == 0
-        assert b"Traceback" not in server.stderr.read()  # type: ignore[union-attr]
+        assert b"Traceback" not in server.stderr.read()
     finally:
         server.kill()
