@@ -102,21 +102,30 @@ def run_sync(awaitable: Awaitable[T]) -> T:
         IN_SYNC_CALL.set(True)  # the model's sync methods, in this task only
         return await awaitable
 
+    if _loop_running():
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, wrapper()).result()
+    loop = _thread_loop()
+    task = loop.create_task(wrapper())
+    try:
+        return loop.run_until_complete(task)
+    except BaseException:
+        if not task.done():  # interrupted (Ctrl-C): no half-run search survives
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(task)
+        raise
+
+
+def _loop_running() -> bool:
+    """Whether this thread runs an event loop.  Asked outside any `except` block, so that
+    an error of the call is not chained to the probe's `RuntimeError` (every sync call's
+    traceback opened with "no running event loop")."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        loop = _thread_loop()
-        task = loop.create_task(wrapper())
-        try:
-            return loop.run_until_complete(task)
-        except BaseException:
-            if not task.done():  # interrupted (Ctrl-C): no half-run search survives
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    loop.run_until_complete(task)
-            raise
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, wrapper()).result()
+        return False
+    return True
 
 
 def check_node(node: Any) -> Node:

@@ -357,6 +357,18 @@ def test_a_failed_sync_call_leaves_the_next_one_working():
     assert run_sync(asyncio.sleep(0, result=7)) == 7
 
 
+def test_a_failed_sync_call_raises_its_own_error_alone():
+    """Its traceback opened with "RuntimeError: no running event loop", the probe for a
+    running loop, before "During handling of the above exception…" and the real error."""
+
+    async def fail() -> None:
+        raise InvalidInputError("bad")
+
+    with pytest.raises(InvalidInputError) as raised:
+        run_sync(fail())
+    assert raised.value.__context__ is None
+
+
 def test_sync_calls_from_short_lived_threads_leave_no_loop_open():
     def call() -> None:
         assert run_sync(asyncio.sleep(0, result=3)) == 3
