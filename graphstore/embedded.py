@@ -455,6 +455,8 @@ class EmbeddedStorage(Storage):
             self._index = _Index(None)
             self._corrupt = {}
         if dimension is not None:
+            if self._index.dimension not in (None, int(dimension)):
+                self._index = _Index(int(dimension))  # emptied, then written at another
             self._index.set_dimension(int(dimension))
         for node_id, _ in gone:
             self._index.remove(node_id)
@@ -503,7 +505,7 @@ class EmbeddedStorage(Storage):
     def dimension(self) -> int | None:
         with self._lock, self._failures("reading"):
             self._refresh()
-            return self._index.dimension
+            return self._index.dimension if self._index.slot_of or self._corrupt else None
 
     @contextmanager
     def _writing(self, action: str) -> Iterator[int]:
@@ -552,18 +554,25 @@ class EmbeddedStorage(Storage):
                             f"{nodes[0].embedding.size}"
                         )
                     self._write(stored, seq)
+            if entries and self._index.dimension != entries[0].embedding.size:
+                self._index = _Index(entries[0].embedding.size)  # it held nothing
             for entry in entries:
                 self._index.put(entry)
                 self._corrupt.pop(entry.id, None)
 
     def _set_dimension(self, size: int) -> None:
+        """Record `size` as the store's dimension: in a new store, or in one emptied by
+        `delete`, which takes the dimension of its next write as it takes its model (a store
+        emptied once refused another model's vectors for good)."""
         dimension = self._meta("dimension")
         if dimension is None:
             self._db.execute("INSERT INTO meta VALUES ('dimension', ?)", (str(size),))
         elif int(dimension) != size:
-            raise InvalidInputError(
-                f"embeddings have {size} dimensions but {self.path} holds {dimension}"
-            )
+            if self._db.execute("SELECT 1 FROM nodes LIMIT 1").fetchone() is not None:
+                raise InvalidInputError(
+                    f"embeddings have {size} dimensions but {self.path} holds {dimension}"
+                )
+            self._db.execute("UPDATE meta SET value = ? WHERE key = 'dimension'", (str(size),))
 
     def _write(self, stored: StoredNode, seq: int) -> None:
         node = stored.node

@@ -121,7 +121,9 @@ class Storage(ABC):
     @property
     @abstractmethod
     def dimension(self) -> int | None:
-        """The embedding dimension the store holds, or None while it is empty and unset."""
+        """The dimension of the embeddings the store takes, or None while any will do: the
+        embedded backend's is that of the passages it holds (an emptied store takes its next
+        write's); Cassandra's is fixed by its tables' vector column once they exist."""
 
     @abstractmethod
     async def upsert(self, nodes: Sequence[StoredNode]) -> None:

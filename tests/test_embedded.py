@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from graphstore.embedded import EmbeddedStorage
-from graphstore.errors import StoreOpenError
+from graphstore.errors import InvalidInputError, StoreOpenError
 from graphstore.filters import EVERYTHING
 from graphstore.links import Link
 from graphstore.nodes import Node, StoredNode, unit
@@ -123,3 +123,28 @@ def test_a_file_locked_by_another_connection_is_not_called_foreign(tmp_path: Pat
         holder.execute("ROLLBACK")
         holder.close()
     run_sync(EmbeddedStorage(path).close())
+
+
+def test_a_store_emptied_by_delete_takes_the_dimension_of_its_next_write(tmp_path: Path):
+    """An emptied store takes the model of its next ingest; it kept its first embeddings'
+    dimension for good, so a model of another size was refused ("the store holds 16") in
+    this connection, in one opened later and in one left open throughout."""
+    path = tmp_path / "emptied.db"
+    writer, left_open = EmbeddedStorage(path), EmbeddedStorage(path)
+    run_sync(writer.upsert([stored("a", "x")]))
+    assert left_open.dimension == 2
+    run_sync(writer.delete(["a"]))
+    assert writer.dimension is None and left_open.dimension is None
+    wider = StoredNode(Node("b", "b", {}, frozenset({Link.bidir("kw", "x")})), unit([0, 0, 1.0]))
+    run_sync(writer.upsert([wider]))
+    for storage in (writer, left_open):
+        assert storage.dimension == 3
+        hits = run_sync(storage.search_tag(("kw", "x"), unit([0, 0, 1.0]), 5, EVERYTHING))
+        assert [hit.id for hit in hits] == ["b"]
+    with pytest.raises(InvalidInputError, match="holds 3"):
+        run_sync(left_open.upsert([stored("c")]))  # the store holds b: its dimension stays
+    run_sync(writer.close())
+    run_sync(left_open.close())
+    reopened = EmbeddedStorage(path)
+    assert reopened.dimension == 3 and run_sync(reopened.check()) == []
+    run_sync(reopened.close())
