@@ -6,7 +6,8 @@ Memory holds what ranking needs: a unit-embedding matrix, per tag the set of nod
 tag's posting list), and the filter index (`graphstore.filter_index`).  In one process a tag
 row's denormalized embedding would be a second copy of the same bytes, so the posting list
 points at the node's row of the matrix instead; the read path is the same as Cassandra's: one
-lookup per tag, no node reads.  ``path=":memory:"`` gives the same store without a file, for tests.
+lookup per tag, no node reads.  ``path=":memory:"`` (or ``"memory:"``) gives the same store
+without a file, for tests.
 
 On disk the tag rows are keyed by node, not by tag: the posting lists are rebuilt in memory
 when the store opens, so the file is only ever read by node (re-writes, deletes, `check`),
@@ -346,6 +347,11 @@ class _Index:
         return found if len(found) == len(members) else None
 
 
+MEMORY = ":memory:"
+"""SQLite's name for a store in memory; `memory:`, the command line's, means the same (it
+created a file of that name)."""
+
+
 class EmbeddedStorage(Storage):
     """A file-backed (or `:memory:`) store that needs no server.
 
@@ -360,12 +366,12 @@ class EmbeddedStorage(Storage):
     (`_Index.leads`) a search reads a few tags, and 0 and 4 measure the same."""
 
     def __init__(
-        self, path: str | Path = ":memory:", *, timeout: float = 5.0, create: bool = True
+        self, path: str | Path = MEMORY, *, timeout: float = 5.0, create: bool = True
     ) -> None:
         if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip():
             raise InvalidInputError(f"the store path must be a non-empty path, got {path!r}")
-        self.path = str(path)
-        self.local_files = () if self.path == ":memory:" else (os.path.abspath(self.path),)
+        self.path = MEMORY if os.fspath(path) in (MEMORY, "memory:") else str(path)
+        self.local_files = () if self.path == MEMORY else (os.path.abspath(self.path),)
         self.timeout = timeout
         self._lock = threading.RLock()
         self._in_transaction = False

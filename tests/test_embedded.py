@@ -134,7 +134,8 @@ def test_a_store_emptied_by_delete_takes_the_dimension_of_its_next_write(tmp_pat
     run_sync(writer.upsert([stored("a", "x")]))
     assert left_open.dimension == 2
     run_sync(writer.delete(["a"]))
-    assert writer.dimension is None and left_open.dimension is None
+    assert writer.dimension is None
+    assert left_open.dimension is None
     wider = StoredNode(Node("b", "b", {}, frozenset({Link.bidir("kw", "x")})), unit([0, 0, 1.0]))
     run_sync(writer.upsert([wider]))
     for storage in (writer, left_open):
@@ -146,5 +147,19 @@ def test_a_store_emptied_by_delete_takes_the_dimension_of_its_next_write(tmp_pat
     run_sync(writer.close())
     run_sync(left_open.close())
     reopened = EmbeddedStorage(path)
-    assert reopened.dimension == 3 and run_sync(reopened.check()) == []
+    assert reopened.dimension == 3
+    assert run_sync(reopened.check()) == []
     run_sync(reopened.close())
+
+
+@pytest.mark.parametrize("name", [":memory:", "memory:"])
+def test_memory_is_a_store_in_memory_by_either_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+):
+    """`memory:` is the command line's name for it; here it created a file named so."""
+    monkeypatch.chdir(tmp_path)
+    storage = EmbeddedStorage(name)
+    run_sync(storage.upsert([stored("a")]))
+    assert storage.local_files == ()
+    run_sync(storage.close())
+    assert list(tmp_path.iterdir()) == []
