@@ -215,21 +215,21 @@ class Traversal:
                     if hit.id not in reached:
                         reached[hit.id] = _Reached(hop, path, hit.similarity, hit.outgoing)
                         frontier.append(hit.id)
-        stats.candidates += len(reached)
         ranked = sorted(
             reached,
             key=lambda node_id: (reached[node_id].depth, -reached[node_id].similarity, node_id),
         )
+        for root in nearest[start_k:]:
+            if root.id not in reached:
+                reached[root.id] = _Reached(0, (), root.similarity, root.outgoing)
+                ranked.append(root.id)
+        stats.candidates += len(reached)
         if stats.keep_unselected:
             stats.unselected = [
                 Candidate(node_id, how.similarity, how.similarity, None, how.depth, how.path)
                 for node_id in ranked[k:]
                 for how in [reached[node_id]]
             ]
-        for root in nearest[start_k:]:
-            if root.id not in reached:
-                reached[root.id] = _Reached(0, (), root.similarity, root.outgoing)
-                ranked.append(root.id)
         hits = await _read_until(self.storage, ranked, k, reached, _carried(nearest), where=where)
         lost = len(hits) < min(k, len(ranked))  # to a concurrent write
         while lost:  # the nearest passages not reached yet fill in
@@ -238,6 +238,7 @@ class Traversal:
             )
             if not fresh:
                 break
+            stats.candidates += len(fresh)
             wanted = k - len(hits)
             refill = await _read_until(
                 self.storage,

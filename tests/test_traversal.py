@@ -649,8 +649,21 @@ async def test_traversal_search_lists_the_passages_it_reached_and_did_not_return
     hits = await store.atraversal_search("q", k=2, start_k=1, stats=stats)
     assert [h.node.id for h in hits] == ["A", "B"]
     lost = [(c.id, c.depth, c.path, c.mmr_score) for c in stats.unselected]
-    assert lost == [("C", 1, (("kw", "x"),), None)]
+    assert lost == [("C", 1, (("kw", "x"),), None), ("D", 0, (), None)]  # D: a nearest passage
     assert stats.unselected[0].score == stats.unselected[0].similarity == pytest.approx(0.2, 1e-3)
+
+
+@pytest.mark.parametrize("search", ["search", "mmr_traversal_search", "traversal_search"])
+async def test_every_search_counts_what_it_returns_among_its_candidates(backend, search):
+    """The nearest passages that fill a traversal search's result were left out of its
+    `candidates` (6 unlinked passages, k = 4: 4 returned of 2 candidates)."""
+    nodes = {name: (norm([1, 0.1 * n, 0]), []) for n, name in enumerate("ABCDEF")}
+    store = await build(backend, nodes)
+    stats = TraversalStats(keep_unselected=True)
+    hits = await getattr(store, f"a{search}")("q", k=4, stats=stats)
+    assert [h.node.id for h in hits] == ["A", "B", "C", "D"]
+    assert stats.candidates == len(hits) + len(stats.unselected)
+    assert {c.id for c in stats.unselected} <= {"E", "F"}
 
 
 @pytest.mark.parametrize("search", ["search", "mmr_traversal_search", "traversal_search"])
