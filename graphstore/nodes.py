@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -16,8 +16,9 @@ Vector = NDArray[np.float32]
 VectorLike = Sequence[float] | NDArray[np.floating[Any]]
 """An embedding as a caller gives it: a list of floats or a NumPy array of any float type
 (checked and normalized to a `Vector` by `unit`)."""
-VectorsLike = Sequence[VectorLike] | NDArray[np.floating[Any]]
-"""Several embeddings as a caller gives them: a list of vectors or a 2-D NumPy array."""
+VectorsLike = Iterable[VectorLike] | NDArray[np.floating[Any]]
+"""Several embeddings as a caller gives them: a list (or any iterable) of vectors or a 2-D
+NumPy array."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,8 @@ def unit(vector: Any, dimension: int | None = None) -> Vector:
     overflow or underflow (`[0, 1e20]` in float32 became the zero vector, `[1e-22, 1e-22]`
     got norm 1.01), is taken again after scaling by the largest component."""
     array = np.asarray(vector)
+    if np.iscomplexobj(array):  # a cast keeps the real parts: [1j, 2j] was "the zero vector"
+        raise ValueError("an embedding must be a vector of real numbers, not complex ones")
     if array.dtype != np.float32:
         try:
             array = array.astype(np.float64)

@@ -128,6 +128,19 @@ def _loop_running() -> bool:
     return True
 
 
+def _listed_vectors(vectors: Any) -> list[Any]:
+    """The vectors a write was given (a list, a 2-D array, any iterable of vectors) as a
+    list, or a one-line error (a generator was a bare `TypeError` about `len`)."""
+    if isinstance(vectors, (str, bytes)):
+        raise InvalidInputError("vectors must be a list of vectors, not a string")
+    try:
+        return list(vectors)
+    except TypeError:
+        raise InvalidInputError(
+            f"vectors must be a list of vectors or a 2-D array, not {type(vectors).__name__}"
+        ) from None
+
+
 def check_node(node: Any) -> Node:
     """Validate a node's id, text, metadata and links; return a normalized copy."""
     if not isinstance(node, Node):
@@ -212,8 +225,10 @@ class GraphStore:
         if len(set(ids)) != len(ids):
             duplicate = next(node_id for node_id in ids if ids.count(node_id) > 1)
             raise InvalidInputError(f"node id {duplicate!r} appears twice in one batch")
-        if vectors is not None and len(vectors) != len(checked):
-            raise InvalidInputError(f"got {len(vectors)} vectors for {len(checked)} nodes")
+        if vectors is not None:
+            vectors = _listed_vectors(vectors)
+            if len(vectors) != len(checked):
+                raise InvalidInputError(f"got {len(vectors)} vectors for {len(checked)} nodes")
         dimension = self.storage.dimension
         given: list[Vector] | None = None
         if vectors is not None:

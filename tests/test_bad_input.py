@@ -98,6 +98,12 @@ CASES = [
     Case("NaN embedding", add(node(), vectors=[[1.0] * DIM, [math.nan] * DIM]), "NaN or infinite"),
     Case("zero embedding", add(node(), vectors=[[1.0] * DIM, [0.0] * DIM]), "zero vector"),
     Case("vector count", add(node(), vectors=[[1.0] * DIM]), "got 1 vectors for 2 nodes"),
+    Case(
+        "complex embedding",  # its real parts, all 0, were called "the zero vector"
+        add(node(), vectors=[[1.0] * DIM, [1j] * DIM]),
+        "a vector of real numbers, not complex ones",
+    ),
+    Case("vectors a number", add(node(), vectors=3), "a list of vectors or a 2-D array, not int"),
     Case("filter value list", search(filter={"n": [1]}), "filter value for 'n'"),
     Case("filter not a dict", search(filter="n=1"), "filter must be a dict, not str"),
     Case("filter empty key", search(filter={"": 1}), "filter keys must be non-empty strings"),
@@ -267,6 +273,14 @@ async def test_a_vector_of_huge_or_tiny_values_keeps_its_direction(backend, scal
     assert unit(np.array([1e39, 0.0])).tolist() == [1.0, 0.0]  # finite, though not in float32
     with pytest.raises(ValueError, match="a vector of numbers"):
         unit([10**400, 1])
+
+
+async def test_vectors_may_come_from_any_iterable(backend):
+    """A generator of vectors was a bare `TypeError: object of type 'generator' has no len()`."""
+    store = GraphStore(None, backend)
+    await store.aadd_nodes([Node("a", "x"), Node("b", "y")], vectors=(v for v in ([1, 0], [0, 1])))
+    hits = await store.asimilarity_search([0.0, 1.0], k=1)
+    assert [hit.node.id for hit in hits] == ["b"]
 
 
 class MisbehavingEmbeddings(KeyedEmbeddings):
