@@ -213,7 +213,13 @@ def _parser() -> argparse.ArgumentParser:
     stats = commands.add_parser("stats", help="counts and the most frequent tags")
     stats.add_argument("--top", type=int, default=10, help="how many frequent tags to list")
 
-    commands.add_parser("check", help="verify that node rows and tag rows agree")
+    check = commands.add_parser("check", help="verify that node rows and tag rows agree")
+    check.add_argument(
+        "--repair",
+        action="store_true",
+        help="mend tag rows and counts that disagree with the node rows, then check again "
+        "(run it while nothing else writes to the store)",
+    )
     commands.add_parser("mcp", help="serve the store to agents over MCP (stdio)")
     return parser
 
@@ -540,6 +546,10 @@ async def _command(
                 print(f"  {count:6d}  {inline(kind)}: {inline(tag)}")
     elif args.command == "check":
         problems = await store.acheck()
+        if problems and args.repair:
+            for change in await store.arepair():
+                print(f"repaired: {change}")
+            problems = await store.acheck()
         for problem in problems:
             print(problem)
         print(f"{len(problems)} problems found in {shown}")

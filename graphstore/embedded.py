@@ -31,7 +31,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import cached_property
@@ -596,10 +596,13 @@ class EmbeddedStorage(Storage):
                     seq,
                 ),
             )
-            self._db.executemany(
-                "INSERT INTO tags VALUES (?, ?, ?)",
-                [(kind, tag, node.id) for kind, tag in sorted(incoming_tags(node.links))],
-            )
+            self._write_tag_rows(node.id, incoming_tags(node.links))
+
+    def _write_tag_rows(self, node_id: str, tags: Iterable[TagKey]) -> None:
+        self._db.executemany(
+            "INSERT INTO tags VALUES (?, ?, ?)",
+            [(kind, tag, node_id) for kind, tag in sorted(tags)],
+        )
 
     async def delete(self, ids: Sequence[str]) -> int:
         with self._lock:
@@ -761,6 +764,30 @@ class EmbeddedStorage(Storage):
                         f"but incoming links {sorted(entry.incoming)}"
                     )
             return problems
+
+    async def repair(self) -> list[str]:
+        """Delete the tag rows of missing nodes and write a readable node's rows again where
+        they are not its incoming tags (on disk only: searches read the node rows)."""
+        with self._lock, self._writing("repairing"):
+            orphans = "FROM tags WHERE node_id NOT IN (SELECT id FROM nodes)"
+            done = [
+                f"deleted the row of missing node {node_id!r} under tag ({kind!r}, {tag!r})"
+                for kind, tag, node_id in self._db.execute(f"SELECT kind, tag, node_id {orphans}")
+            ]
+            self._db.execute(f"DELETE {orphans}")
+            rows: dict[str, set[TagKey]] = {}
+            for kind, tag, node_id in self._db.execute("SELECT kind, tag, node_id FROM tags"):
+                rows.setdefault(node_id, set()).add((kind, tag))
+            for node_id, metadata, links, blob in self._db.execute(
+                "SELECT id, metadata, links, embedding FROM nodes"
+            ).fetchall():
+                entry = self._entry(node_id, metadata, links, blob)
+                if isinstance(entry, str) or entry.incoming == rows.get(node_id, set()):
+                    continue
+                self._db.execute("DELETE FROM tags WHERE node_id = ?", (node_id,))
+                self._write_tag_rows(node_id, entry.incoming)
+                done.append(f"wrote the tag rows of node {node_id!r} again")
+            return sorted(done)
 
     async def close(self) -> None:
         with self._lock:

@@ -221,5 +221,13 @@ class Storage(ABC):
         """Problems found comparing node rows with tag rows; empty when consistent."""
 
     @abstractmethod
+    async def repair(self) -> list[str]:
+        """Make the tag rows agree with the node rows again where `check` finds they do not
+        and writing the passages again would not mend it (a row whose node is gone, a count
+        left off by a crash); one line per change.  Node rows are kept as they are (one that
+        cannot be read is left with its tag rows: ingest it again).  Run it while nothing
+        else writes to the store."""
+
+    @abstractmethod
     async def close(self) -> None:
         """Release files, sessions and threads."""

@@ -485,6 +485,15 @@ class GraphStore:
         """Sync twin of `acheck`."""
         return run_sync(self.acheck())
 
+    async def arepair(self) -> list[str]:
+        """Mend what `acheck` reports that ingesting again would not (`Storage.repair`), one
+        line per change; run it while nothing else writes to the store."""
+        return await self.storage.repair()
+
+    def repair(self) -> list[str]:
+        """Sync twin of `arepair`."""
+        return run_sync(self.arepair())
+
     async def aclose(self) -> None:
         """Close the backend."""
         await self.storage.close()

@@ -337,6 +337,11 @@ async def test_check_says_a_batch_replay_may_be_pending_when_rows_disagree(stora
     out = capsys.readouterr().out
     assert "1 problems found" in out
     assert "replaying logged batches" in out
+    assert "check --repair" in out
+    assert await asyncio.to_thread(main, ["--store", store_url(storage), "check", "--repair"]) == 0
+    out = capsys.readouterr().out
+    assert "repaired: wrote node 'a' again with its tag rows" in out
+    assert "0 problems found" in out
 
 
 def store_url(storage: CassandraStorage) -> str:

@@ -223,6 +223,43 @@ async def test_check_reports_rows_out_of_place(storage):
     assert any("the directory counts 7" in problem for problem in problems)
 
 
+async def test_repair_mends_what_check_reports_and_a_write_would_not(storage):
+    """A node crash mid-write left a directory count off for good (an increment is never
+    retried) and two writers of one passage can leave a row no node row places: no command
+    mended either, and a search weighs a tag by that count."""
+    await grow(storage, 5)
+    extra = StoredNode(Node("e", "e", {}, frozenset({Link.bidir("kw", "x")})), unit([1, 0, 0]))
+    await storage.upsert([extra])
+    places = where_rows_are(storage)
+    node_id = next(node for node, place in places.items() if place != SMALL)
+    [row] = raw(storage, "SELECT embedding, outgoing FROM {nodes} WHERE node_id = %s", (node_id,))
+    hot = f'"{KEYSPACE}"."{storage.table}_hot"'
+    insert = storage.session.prepare(
+        f"INSERT INTO {hot} (kind, tag, bucket, node_id, embedding, outgoing) "
+        "VALUES ('kw', 'hot', ?, ?, ?, ?)"
+    )
+    storage.session.execute(insert, (7, node_id, row.embedding, row.outgoing))  # beyond B
+    storage.session.execute(insert, (0, "ghost", row.embedding, row.outgoing))  # node gone
+    raw(storage, "DELETE FROM {tags} WHERE kind = 'kw' AND tag = 'x' AND node_id = 'e'")
+    raw(
+        storage,
+        "UPDATE {hot_tags} SET rows = rows - 36 WHERE directory = 0 AND kind = 'kw' "
+        "AND tag = 'hot'",
+    )
+    assert len(await storage.check()) >= 4
+    done = await storage.repair()
+    assert any("'ghost'" in line and "the node is gone" in line for line in done)
+    assert any(f"{node_id!r}" in line and "bucket 7" in line for line in done)
+    assert "wrote node 'e' again with its tag rows" in done
+    assert any("hot tag ('kw', 'hot')" in line for line in done)
+    assert await storage.check() == []
+    assert directory(storage) == {HOT: sum(place != SMALL for place in places.values())}
+    assert where_rows_are(storage) == places
+    hits = await storage.search_tag(("kw", "x"), unit([1, 0, 0]), 5, EVERYTHING)
+    assert [hit.id for hit in hits] == ["e"]
+    assert await storage.repair() == []
+
+
 async def test_two_writers_turning_the_same_tag_hot_at_once_agree(storage):
     other = connect(storage.table)
     try:

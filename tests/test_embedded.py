@@ -163,3 +163,23 @@ def test_memory_is_a_store_in_memory_by_either_name(
     assert storage.local_files == ()
     run_sync(storage.close())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_repair_mends_tag_rows_that_disagree_with_the_node_rows(tmp_path: Path):
+    """Only a change made outside graphstore leaves them so in a file (a write is one
+    transaction), and no command mended them: `check` kept failing."""
+    path = tmp_path / "s.db"
+    storage = EmbeddedStorage(path)
+    run_sync(storage.upsert([stored("a", "x", "y"), stored("b", "x")]))
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO tags VALUES ('kw', 'x', 'ghost')")
+        db.execute("DELETE FROM tags WHERE node_id = 'a' AND tag = 'y'")
+    assert len(run_sync(storage.check())) == 2
+    assert run_sync(storage.repair()) == [
+        "deleted the row of missing node 'ghost' under tag ('kw', 'x')",
+        "wrote the tag rows of node 'a' again",
+    ]
+    assert run_sync(storage.check()) == []
+    assert tag_rows(path) == [("kw", "x", "a"), ("kw", "x", "b"), ("kw", "y", "a")]
+    assert run_sync(storage.repair()) == []
+    run_sync(storage.close())

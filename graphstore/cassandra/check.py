@@ -33,8 +33,28 @@ from graphstore.links import TagKey, incoming_tags
 from graphstore.storage import StoreStats, decode_node
 
 
-def _where(place: int) -> str:
+def place_name(place: int) -> str:
     return "in the small part" if place == SMALL else f"in bucket {place}"
+
+
+TagRow = tuple[TagKey, int, str, Any, Any]
+"""A tag row as scanned: its tag, its place (`SMALL` or a bucket), its node, and the node's
+outgoing tags and filter terms it carries."""
+
+
+def tag_rows(
+    small_rows: Iterable[Any], hot_rows: Iterable[Any]
+) -> tuple[list[TagRow], dict[TagKey, int]]:
+    """The rows of scans of the small parts and the buckets (as `layout_problems` takes
+    them) as `TagRow`s, and each tag's bucket count."""
+    rows: list[TagRow] = []
+    buckets: dict[TagKey, int] = {}
+    for kind, tag, static, node_id, outgoing, terms in small_rows:
+        buckets[(kind, tag)] = bucket_count(static)
+        if node_id is not None:
+            rows.append(((kind, tag), SMALL, node_id, outgoing, terms))
+    rows.extend(((kind, tag), bucket, *rest) for kind, tag, bucket, *rest in hot_rows)
+    return rows, buckets
 
 
 def layout_problems(
@@ -64,34 +84,27 @@ def layout_problems(
                 f"node {node_id!r} carries filter terms that are not its metadata's (written "
                 "by an older graphstore?): filters may miss it; write it again to repair"
             )
-    rows: list[tuple[TagKey, int, str, Any, Any]] = []
-    buckets: dict[TagKey, int] = {}
-    for kind, tag, static, node_id, outgoing, terms in small_rows:
-        buckets[(kind, tag)] = bucket_count(static)
-        if node_id is not None:
-            rows.append(((kind, tag), SMALL, node_id, outgoing, terms))
-    rows.extend(((kind, tag), bucket, *rest) for kind, tag, bucket, *rest in hot_rows)
+    rows, buckets = tag_rows(small_rows, hot_rows)
     found: dict[str, dict[TagKey, list[int]]] = {}
     in_buckets: Counter[TagKey] = Counter()
-    for (kind, tag), place, node_id, outgoing, terms in rows:
+    for key, place, node_id, outgoing, terms in rows:
         if place != SMALL:
-            in_buckets[(kind, tag)] += 1
-            if place >= buckets.get((kind, tag), 0):
+            in_buckets[key] += 1
+            if place >= buckets.get(key, 0):
                 problems.append(
-                    f"tag ({kind!r}, {tag!r}) has a row of node {node_id!r} in bucket {place}, "
-                    f"beyond its {buckets.get((kind, tag), 0)} buckets: searches miss it"
+                    f"tag {key} has a row of node {node_id!r} in bucket {place}, "
+                    f"beyond its {buckets.get(key, 0)} buckets: searches miss it"
                 )
         if node_id in corrupt:
             continue
         if node_id not in nodes:
-            problems.append(f"tag row ({kind!r}, {tag!r}) points at missing node {node_id!r}")
+            problems.append(f"tag row {key} points at missing node {node_id!r}")
             continue
-        found.setdefault(node_id, {}).setdefault((kind, tag), []).append(place)
+        found.setdefault(node_id, {}).setdefault(key, []).append(place)
         _, node_outgoing, node_terms = nodes[node_id]
         if tag_set(outgoing) != node_outgoing or frozenset(terms or ()) != node_terms:
             problems.append(
-                f"tag row ({kind!r}, {tag!r}) of node {node_id!r} carries stale "
-                "outgoing tags or filter terms"
+                f"tag row {key} of node {node_id!r} carries stale outgoing tags or filter terms"
             )
     for node_id, (placed, _, _) in nodes.items():
         actual = found.get(node_id, {})
@@ -102,12 +115,12 @@ def layout_problems(
             )
         for tag, places in sorted(actual.items()):
             if len(places) > 1:
-                where = ", ".join(_where(place) for place in sorted(places))
+                where = ", ".join(place_name(place) for place in sorted(places))
                 problems.append(f"node {node_id!r} has {len(places)} rows of tag {tag} ({where})")
             elif tag in placed and places[0] != placed[tag]:
                 problems.append(
-                    f"node {node_id!r} records its row of tag {tag} {_where(placed[tag])}, "
-                    f"but it is {_where(places[0])}: deleting the node would leave it"
+                    f"node {node_id!r} records its row of tag {tag} {place_name(placed[tag])}, "
+                    f"but it is {place_name(places[0])}: deleting the node would leave it"
                 )
     for tag in sorted(in_buckets.keys() | directory.keys()):
         if in_buckets[tag] != directory.get(tag, 0):

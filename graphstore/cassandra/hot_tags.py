@@ -12,7 +12,7 @@ once add the same buckets, and no write ever lowers B: a row is never put in a b
 do not query.  A writer whose knowledge is stale puts a row in the small part or in a bucket
 below the current B, where readers find it too.  Counter increments are not idempotent, so
 they are never retried: a failed one leaves the count off by that call's rows, which only
-changes the tag's weight slightly and which `check` reports.
+changes the tag's weight and which `check` reports and `repair` corrects.
 """
 
 from __future__ import annotations

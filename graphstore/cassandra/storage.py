@@ -59,6 +59,7 @@ from graphstore.cassandra.queries import (
     SELECT_NODES,
 )
 from graphstore.cassandra.ranges import MAX_RANGE_COLUMNS, RangeColumns
+from graphstore.cassandra.repair import repair_layout
 from graphstore.cassandra.rows import ranked, stored_node, tag_hits
 from graphstore.cassandra.schema import (
     DDL_TIMEOUT,
@@ -588,7 +589,8 @@ class CassandraStorage(Storage):
 
     check_note = (
         "after a node was stopped or restarted, Cassandra may still be replaying logged batches "
-        "(its batchlog, usually within a few minutes): run check again before repairing anything"
+        "(its batchlog, usually within a few minutes): run check again, and if the problems "
+        "stay, check --repair while nothing else writes"
     )
 
     async def node_ids(self) -> list[str]:
@@ -606,6 +608,12 @@ class CassandraStorage(Storage):
         if not await self._present():
             return []
         return await scanned_problems(self._requests)
+
+    async def repair(self) -> list[str]:
+        """Scan every table and mend the tag rows and counts (`repair.repair_layout`)."""
+        if not await self._present():
+            return []
+        return await repair_layout(self._requests, self._hot, self.get, self.upsert)
 
     async def drop(self) -> None:
         """Drop every table with its indexes: every node is gone and the dimension unset.
