@@ -226,6 +226,11 @@ def test_urls_are_parsed_without_leaking_the_password(monkeypatch):
     )
     assert (parsed.username, parsed.password) == ("me", "p@ss")
     assert "p@ss" not in repr(parsed)
+    monkeypatch.delenv("GRAPHSTORE_CASSANDRA_PASSWORD", raising=False)
+    with pytest.raises(InvalidInputError, match=r"names user 'me' but no password: .*PASSWORD"):
+        parse_url("cassandra://me@h/ks")  # was the driver's "Password must not be null"
+    with pytest.raises(InvalidInputError, match="needs a host: cassandra://host/keyspace"):
+        parse_url("cassandra:///me:s3cret@h/ks")  # was "… must be percent-encoded …"
     monkeypatch.setenv("GRAPHSTORE_CASSANDRA_PASSWORD", "from-env")
     assert parse_url("cassandra://me@[::1]/ks").password == "from-env"
     assert parse_url("cassandra://[::1]/ks").hosts == ["::1"]

@@ -65,6 +65,8 @@ def parse_url(url: str) -> CassandraURL:
         raise InvalidInputError(f"the cassandra:// URL is malformed: {error}") from None
     if parts.scheme != "cassandra":
         raise InvalidInputError("a Cassandra store URL must start with cassandra://")
+    if not parts.netloc:  # `cassandra:///…`: what follows the third "/" would be read as a path
+        raise InvalidInputError("a cassandra:// URL needs a host: cassandra://host/keyspace")
     if "@" in url[len(parts.scheme) + 3 + len(parts.netloc) :]:
         # An unescaped "/", "?" or "#" in the password ended the host part early: the rest
         # of the password would be read (and reported) as the keyspace or an option.
@@ -81,6 +83,11 @@ def parse_url(url: str) -> CassandraURL:
         password = unquote(secret) if has_password else None
     if username is not None and password is None:
         password = os.environ.get(PASSWORD_ENV)
+        if password is None:  # the driver's "Password must not be null" named neither way
+            raise InvalidInputError(
+                f"the cassandra:// URL names user {username!r} but no password: give it as "
+                f"user:password@ (percent-encoded) or in ${PASSWORD_ENV}"
+            )
     hosts: list[str] = []
     ports: set[int] = set()
     for item in hostlist.split(","):
