@@ -26,7 +26,7 @@ from extractors.frequency import TagFrequencyFilter, check_share
 from graphstore.card_store import acard_ids, aingest_with_cards
 from graphstore.cards import CARD, card_id
 from graphstore.chapters import as_of_filter
-from graphstore.command import INTERRUPTED
+from graphstore.command import INTERRUPTED, TERMINATED
 from graphstore.errors import (
     CorruptRowError,
     GraphStoreError,
@@ -753,8 +753,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return INTERRUPTED
     except asyncio.CancelledError:  # SIGTERM (`_stop_on_terminate`)
         print("graphstore: terminated", file=sys.stderr)
-        return 128 + signal.SIGTERM
+        return TERMINATED
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from graphstore.command import exit_stopped
+
+    sys.exit(exit_stopped(main()))

@@ -137,6 +137,43 @@ def test_an_ingest_stopped_before_its_first_write_leaves_no_store_and_one_line(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["long.txt"]
 
 
+SLOW_MODEL = """
+import pathlib, sys, time
+import graphstore.cli
+from graphstore.command import main
+from graphstore.models import LocalModel
+
+class Slow(LocalModel):
+    model_id = "slow"
+
+    def embed_documents(self, texts):
+        pathlib.Path(sys.argv[2]).touch()  # the batch has begun
+        time.sleep(120)  # what no signal interrupts: a model computing a batch
+        return [[1.0, 0.0]] * len(texts)
+
+graphstore.cli.load_model = lambda name: Slow()
+sys.exit(main(["--store", sys.argv[1], "--model", "slow", "ingest", sys.argv[3]]))
+"""
+
+
+@pytest.mark.parametrize(("stop", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stopped_ingest_ends_at_once_though_its_model_is_mid_batch(tmp_path, stop, status):
+    """It printed "interrupted" and then waited for the model's worker thread to finish its
+    batch (45 s with e5); a second Ctrl-C in that wait printed a traceback."""
+    text = tmp_path / "a.txt"
+    text.write_text("A paragraph about rivers and tea.\n")
+    store, begun = tmp_path / "s.db", tmp_path / "begun"
+    command = [sys.executable, "-c", SLOW_MODEL, str(store), str(begun), str(text)]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    while not begun.exists() and process.poll() is None:
+        time.sleep(0.01)
+    process.send_signal(stop)
+    _, err = process.communicate(timeout=60)  # it used to take the model's 120 s
+    assert process.returncode == status
+    assert err.count("\n") == 1
+    assert not store.exists()
+
+
 INTERRUPT_WHILE_LOADING = """
 import sys
 from importlib.abc import MetaPathFinder
