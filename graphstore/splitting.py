@@ -426,6 +426,8 @@ class _HtmlBlock(NamedTuple):
     """The block's own HTML, for its hyperlinks (none for a heading)."""
     level: int = 0
     """The heading level, 0 for text."""
+    preformatted: bool = False
+    """A `<pre>` block: its text keeps its spaces and line breaks (code keeps its indent)."""
 
 
 def _holders(root: Tag) -> set[int]:
@@ -452,7 +454,7 @@ def _html_blocks(root: Tag) -> Iterator[_HtmlBlock]:
     run: list[Tag | NavigableString] = []
 
     def end_run() -> Iterator[_HtmlBlock]:
-        text = " ".join(p.get_text(" ") if isinstance(p, Tag) else str(p) for p in run)
+        text = "".join(_shown_text(p) if isinstance(p, Tag) else str(p) for p in run)
         markup = "".join(str(p) if isinstance(p, Tag) else p.output_ready() for p in run)
         run.clear()
         if cleaned := _clean(text):
@@ -473,10 +475,11 @@ def _html_blocks(root: Tag) -> Iterator[_HtmlBlock]:
             continue
         elif child.name in HEADINGS or (child.name in BLOCKS and id(child) not in holders):
             yield from end_run()
-            content = _clean(child.get_text(" " if child.name != "pre" else ""))
+            preformatted = child.name == "pre"
+            content = _code(child.get_text()) if preformatted else _clean(_shown_text(child))
             if content:
                 level = int(child.name[1]) if child.name in HEADINGS else 0
-                yield _HtmlBlock(content, "" if level else str(child), level)
+                yield _HtmlBlock(content, "" if level else str(child), level, preformatted)
         elif child.name in INLINE and id(child) not in holders:
             run.append(child)
         else:
@@ -486,8 +489,29 @@ def _html_blocks(root: Tag) -> Iterator[_HtmlBlock]:
             stack.append((iter(child.children), not inline))
 
 
+def _shown_text(element: Tag) -> str:
+    """An element's text as a browser lays it out in one block: its strings as they are
+    (the spaces between words are in them; a separator put "See this . Also bold ," where
+    the page says "See this. Also bold,"), a `<br>` a line break."""
+    from bs4 import Tag
+    from bs4.element import CData, NavigableString
+
+    shown = []
+    for piece in element.descendants:
+        if isinstance(piece, Tag) and piece.name == "br":
+            shown.append("\n")
+        elif type(piece) in (NavigableString, CData):  # not a comment, a script or a style
+            shown.append(str(piece))
+    return "".join(shown)
+
+
 def _clean(text: str) -> str:
     return re.sub(r"[ \t\r\f\v]+", " ", text.replace("¶", "")).strip()
+
+
+def _code(text: str) -> str:
+    """A `<pre>` block's text: its lines as they are, without the blank lines around it."""
+    return text.replace("¶", "").strip("\r\n").rstrip()
 
 
 def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
@@ -524,7 +548,9 @@ def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
         else:
             # A block cut into pieces: its markup (for hyperlinks) goes with the first piece
             # only, so a long paragraph's markup is kept once, not once per piece.
-            for number, piece in enumerate(pack([block.text], max_chars)):
+            whole = block.preformatted and len(block.text) <= max_chars
+            pieces = [block.text] if whole else pack([block.text], max_chars)
+            for number, piece in enumerate(pieces):
                 blocks.append((piece, "" if number else block.markup))
     flush()
     return with_chapters(passages)

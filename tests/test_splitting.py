@@ -158,3 +158,18 @@ def test_a_long_line_is_cut_between_words(tmp_path):
     assert pack(["10\u00a0km " * 10], 21) == ["10\u00a0km 10\u00a0km 10\u00a0km"] * 3 + [
         "10\u00a0km"
     ]
+
+
+def test_html_text_is_kept_as_the_page_shows_it():
+    """Each string of a block was joined with a space ("See this . Also bold , and f ()"), and
+    a `<pre>` block's indentation was collapsed to one space, so code lost its structure."""
+    html = (
+        '<p>See <a href="x.html">this</a>. Also <b>bold</b>, and <code>f</code>()<br>next</p>'
+        "<pre>\ndef f(x):\n    if x:\n        return 1\n</pre><div>loose <i>it</i>, text</div>"
+    )
+    [passage] = split_html("a.html", html, 1000)
+    assert passage.text == (
+        "See this. Also bold, and f()\nnext\n\n"
+        "def f(x):\n    if x:\n        return 1\n\n"
+        "loose it, text"
+    )
