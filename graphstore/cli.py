@@ -99,6 +99,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class _Once(argparse.Action):
+    """An option that names one folder or file, refused when given twice: `--cards a
+    --cards b` silently ingested the cards of b alone."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if getattr(namespace, self.dest) is not None:
+            parser.error(f"{option_string} given twice: it takes one {self.metavar or 'value'}")
+        setattr(namespace, self.dest, values)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="graphstore", description="A graph vector store linked by tags, not stored edges."
@@ -117,6 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("paths", nargs="*")
     add.add_argument(
         "--cards",
+        action=_Once,
         metavar="DIR",
         help="a folder of entity cards (.md with front matter, .yaml); passages naming an "
         "entity or an alias link to its card",
@@ -128,6 +145,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     add.add_argument(
         "--names",
+        action=_Once,
+        metavar="FILE",
         help="names for mentions (and zh-entities): one per line, or alias<TAB>canonical name",
     )
     add.add_argument("--gliner-model", help="GLiNER model directory (for entities)")
@@ -144,6 +163,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     add.add_argument(
         "--root",
+        action=_Once,
+        metavar="DIR",
         help="passage ids are file paths relative to this folder (default: the current one)",
     )
 

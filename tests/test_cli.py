@@ -592,3 +592,14 @@ def test_search_shows_the_start_of_a_passage_without_spaces_and_escapes_its_cont
     assert "\x1b" not in out
     # Controls escaped; a zero-width non-joiner, as Persian text needs it, kept.
     assert "The monkey \\u001b]0;pwned\\u0007 king, می\u200cخواهم." in out
+
+
+@pytest.mark.parametrize("option", ["--cards", "--root", "--names"])
+def test_an_option_naming_one_folder_or_file_is_refused_twice(tmp_path, capsys, option):
+    """`--cards a --cards b` ingested the cards of b alone and said nothing of a."""
+    store = tmp_path / "s.db"
+    with pytest.raises(SystemExit) as exit_status:
+        main(["--store", str(store), "ingest", option, "a", option, "b"])
+    assert exit_status.value.code == 2
+    assert f"{option} given twice: it takes one" in capsys.readouterr().err
+    assert not store.exists()
