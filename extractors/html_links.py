@@ -48,13 +48,13 @@ def page_tag(url: str, drop_fragments: bool = True) -> str:
     """The tag of the page at `url`, for its in-link and every out-link to it alike: the
     path percent-decoded, since a link may spell a file name either way (a byte that is not
     UTF-8 becomes `\\xNN`, as in the source names of `graphstore.ingest`), and a file's
-    path composed (`local_page_path`)."""
+    path composed (`local_page_path`) and without a query, which a file does not read."""
     if drop_fragments:
         url = urldefrag(url).url
     parts = urlsplit(url)
     path = unquote(parts.path, errors="backslashreplace")
-    if parts.scheme in LOCAL_SCHEMES:
-        path = local_page_path(path)
+    if parts.scheme in LOCAL_SCHEMES:  # a file: a query (`z.md?x=1`) names no other page
+        parts, path = parts._replace(query=""), local_page_path(path)
     return urlunsplit(parts._replace(path=path))
 
 

@@ -34,6 +34,17 @@ def as_tuples(links) -> set[tuple[str, str, str]]:
     return {(link.kind, link.direction, link.tag) for link in links}
 
 
+def test_a_link_to_a_file_with_a_query_reaches_the_file_and_a_web_page_keeps_its_query():
+    """`[q](z.md?x=1)` became the tag `docs/z.md?x=1`, which no file's passages link in to."""
+    text = "[q](z.md?x=1) [w](https://example.org/p?id=3) [r](../r.md?v=2#top)"
+    links = MarkdownLinkExtractor().extract_one(MarkdownInput(text, "docs/page.md"))
+    assert {link.tag for link in links if link.direction == "out"} == {
+        "docs/z.md",
+        "https://example.org/p?id=3",
+        "r.md",
+    }
+
+
 @pytest.mark.parametrize(
     "options",
     [
