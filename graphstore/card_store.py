@@ -194,7 +194,25 @@ async def aplan_cards(
     within = recorded_within(recorded, scopes)  # the cards with invalid fields too
     gone = {card_id: within[card_id] for card_id in stale(within, new, set(read))}
     kept = [card for card in every if card.id not in new and card.id not in gone]
+    gone |= _displaced(kept, cards, read)
+    kept = [card for card in kept if card.id not in gone]
     return CardPlan(list(cards), check_names([*kept, *cards]), gone)
+
+
+def _displaced(
+    stored: Sequence[Card], cards: Sequence[Card], read: Collection[str]
+) -> dict[str, str]:
+    """The stored cards, kept in files, that share an alias (or name) with one of `cards`
+    and that it may replace (`_replaceable`: their file is gone, or no longer declares
+    them), by id with their file.  A card of a gone file gave up its name to a new card but
+    kept its aliases, so the new card was refused, naming a file that no longer exists."""
+    owners = {spelling: card for card in cards for spelling in card.spellings}
+    displaced = {}
+    for card in stored:
+        rival = next((owners[name] for name in card.spellings if name in owners), None)
+        if rival is not None and card.file and _replaceable(card, rival, read):
+            displaced[card.id] = card.file
+    return displaced
 
 
 async def awrite_cards(store: GraphStore, plan: CardPlan) -> int:

@@ -74,6 +74,11 @@ class Card:
         """The tag the card defines and passages naming the entity link out to."""
         return (CARD, normalize_tag(self.name))
 
+    @property
+    def spellings(self) -> frozenset[str]:
+        """Its name and aliases as they fold (`normalize_tag`): what no other card may use."""
+        return frozenset(normalize_tag(alias) for alias in (self.name, *self.aliases))
+
 
 def card_id(name: str) -> str:
     """The passage id of the card named `name`."""

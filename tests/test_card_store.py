@@ -338,6 +338,22 @@ async def test_a_card_of_another_existing_file_is_refused_until_that_file_is_gon
     assert (monkey.kind, monkey.file) == ("impostor", str(p2 / "cards" / "wukong.yaml"))
 
 
+async def test_a_card_of_a_gone_file_gives_up_its_alias_as_it_gives_up_its_name(backend, tmp_path):
+    """A new card naming the gone card's alias was refused ("'乙' already names '甲'
+    (ca/a.yaml)"), naming a file that no longer exists, where one taking its name replaced
+    it.  The gone card is removed as stale; one whose file still exists keeps refusing."""
+    old = write(tmp_path / "ca" / "a.yaml", "name: 甲\naliases: [乙]\n")
+    write(tmp_path / "cb" / "b.yaml", "name: 丙\naliases: [乙]\n")
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    await ingest(store, tmp_path, [], tmp_path / "ca")
+    with pytest.raises(InvalidInputError, match=re.escape("'乙' already names '甲' (ca/a.yaml)")):
+        await ingest(store, tmp_path, [], tmp_path / "cb")
+    old.unlink()
+    report = await ingest(store, tmp_path, [], tmp_path / "cb")
+    assert (report.cards, report.removed_cards) == (1, 1)
+    assert sorted(await store.anode_ids()) == ["card:丙"]
+
+
 async def test_stale_cards_are_found_by_their_file_whatever_the_root(
     backend, tmp_path, monkeypatch
 ):
