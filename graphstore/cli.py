@@ -428,7 +428,7 @@ async def _search(
             mmr = "" if candidate.mmr_score is None else f"  mmr {candidate.mmr_score:.3f}"
             print(
                 f"  not returned: {inline(candidate.id)}  "
-                f"[{_how(candidate.depth, candidate.path)}]  "
+                f"[{_how(candidate.depth, candidate.path, candidate.raised_by)}]  "
                 f"score {candidate.score:.3f}  sim {candidate.similarity:.3f}{mmr}"
             )
 

@@ -111,6 +111,8 @@ class Candidate:
     mmr_score: float | None
     depth: int
     path: tuple[TagKey, ...]
+    raised_by: tuple[TagKey, ...] = ()
+    """As `Hit.raised_by`: the path of the link that raised its score above its similarity."""
 
 
 NORM_RANGE = (1e-15, 1e15)

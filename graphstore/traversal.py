@@ -365,6 +365,7 @@ class _Search:
                     row.mmr_score,
                     self.reached[row.id].depth,
                     self.reached[row.id].path,
+                    self.raised.get(row.id, ()),
                 )
                 for row in self.selector.unselected()
             ]

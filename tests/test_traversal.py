@@ -542,6 +542,24 @@ async def test_a_root_raised_by_a_link_says_which_link_raised_it(backend):
     assert hits["A"].raised_by == hits["C"].raised_by == ()
 
 
+async def test_a_raised_root_that_lost_says_which_link_raised_it(backend):
+    """Listed as not returned, it said `[root]` with a score above its similarity."""
+    nodes = {
+        "C": (norm([0.9, 0.436, 0.0]), []),
+        "A": (norm([0.85, 0.0, 0.527]), [Link.outgoing("mention", "b")]),
+        "B": (norm([0.8, 0.6, 0.0]), [Link.incoming("mention", "b")]),  # much like C
+        "D": (norm([0.7, 0.0, -0.714]), []),
+    }
+    store = await build(backend, nodes)
+    stats = TraversalStats(keep_unselected=True)
+    hits = await store.asearch("q", k=3, lambda_mult=0.5, stats=stats)
+    assert [hit.node.id for hit in hits] == ["C", "A", "D"]
+    [lost] = stats.unselected
+    assert (lost.id, lost.depth, lost.raised_by) == ("B", 0, (("mention", "b"),))
+    assert lost.score == pytest.approx(0.85, abs=1e-3)
+    assert lost.similarity == pytest.approx(0.8, abs=1e-3)
+
+
 async def test_a_hub_tag_does_not_flood_the_results(backend):
     # A links to a specific passage B and to a tag twenty other passages share.
     hub = {f"H{i:02d}": (norm([0.3, 0.95, 0.01 * i]), [Link.bidir("kw", "hub")]) for i in range(20)}
