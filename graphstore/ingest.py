@@ -359,7 +359,10 @@ async def ingest(
     before.update((node_id, file) for node_id, file in stored.items() if file in renamed)
     planned: dict[str, str] = {}
     for passage in read_all(files, max_chars):
-        check_node(to_node(passage, set()))
+        try:
+            check_node(to_node(passage, set()))
+        except InvalidInputError as error:  # "node id is 722 characters long" named no file
+            raise InvalidInputError(f"{passage.source}: {error}") from error
         planned[passage.id] = passage.file
     check_ids_free(planned, stored)
     if on_plan:

@@ -455,6 +455,7 @@ def test_case5_an_unstorable_passage_in_the_last_file_stops_the_ingest_before_an
     (deep / "z.md").write_text("# Z\n\nIts id is too long.\n")
     status, _, err = cli(capsys, "--store", "s.db", "ingest", "docs", "--max-chars", "20")
     one_line_error(status, err, "characters long; the limit is 512")
+    assert f"error: {deep.relative_to(tmp_path).as_posix()}/z.md: node id is " in err  # which file
     assert not (tmp_path / "s.db").exists()
 
 
