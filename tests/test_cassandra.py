@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
-from cassandra import ConsistencyLevel, InvalidRequest, OperationTimedOut
+from cassandra import ConsistencyLevel, InvalidRequest, OperationTimedOut, Unavailable
 from cassandra.cluster import NoHostAvailable
 from cassandra.connection import ConnectionBusy
 from cassandra.cqltypes import lookup_casstype
@@ -23,7 +23,7 @@ from graphstore.cassandra.consistency import Consistency
 from graphstore.cassandra.rows import ranked_groups
 from graphstore.cassandra.session import key_chunks, said, transient
 from graphstore.cassandra.tag_reads import IN_TAGS
-from graphstore.errors import InvalidInputError, StorageError, StoreOpenError, one_line
+from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
 from graphstore.filters import EVERYTHING, parse_filter
 from graphstore.nodes import StoredNode, unit
 from graphstore.store import run_sync
@@ -648,4 +648,19 @@ def test_a_request_no_node_could_take_says_so():
         "no Cassandra node is up (all it knew stopped answering: is the node running?)"
     )
     busy = NoHostAvailable("no host", {"127.0.0.1:9042": ConnectionBusy("overloaded")})
-    assert said(busy) == one_line(busy)
+    assert said(busy) == "overloaded (127.0.0.1:9042)"
+
+
+def test_the_drivers_errors_are_said_plainly_not_as_its_reprs():
+    """A node not listening, or too few replicas for the consistency asked, printed the
+    driver's tuple of a dict of exception reprs."""
+    refused = ConnectionRefusedError(111, "Tried connecting to [('h', 9049)]. Connection refused")
+    down = NoHostAvailable(
+        "Unable to connect to any servers", {"h2:9049": refused, "h1:9049": refused}
+    )
+    assert (
+        said(down) == "connection refused: is a Cassandra node listening there? (h1:9049, h2:9049)"
+    )
+    few = Unavailable("Cannot achieve consistency level THREE", ConsistencyLevel.THREE, 3, 1)
+    assert said(few) == "too few replicas for consistency THREE: 1 of 3 alive"
+    assert said(NoHostAvailable("x", {"h1:9042": few})) == f"{said(few)} (h1:9042)"

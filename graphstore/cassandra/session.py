@@ -20,6 +20,7 @@ from cassandra import (
     ConsistencyLevel,
     OperationTimedOut,
     ReadTimeout,
+    Unavailable,
     WriteFailure,
     WriteTimeout,
 )
@@ -46,11 +47,31 @@ a load of many passages at a time meets; the write succeeds when sent again."""
 
 
 def said(error: BaseException) -> str:
-    """What a driver error says, on one line; the driver's "no host" with no host tried
-    (every node it knew is down: stopped, or killed mid-ingest) said only
-    `('Unable to complete the operation against any hosts', {})`."""
-    if isinstance(error, NoHostAvailable) and not error.errors:
+    """What a driver error says, on one line.  The driver's "no host" quotes a tuple with a
+    dict of each host's error (`('Unable to connect to any servers', {'127.0.0.1:9049':
+    ConnectionRefusedError(111, "Tried connecting to …")})`): said here as each cause once
+    with the hosts it came from; with no host tried (every node it knew is down: stopped,
+    or killed mid-ingest), that no node is up."""
+    if not isinstance(error, NoHostAvailable):
+        return _cause(error)
+    if not error.errors:
         return "no Cassandra node is up (all it knew stopped answering: is the node running?)"
+    hosts: dict[str, list[str]] = {}
+    for host, cause in error.errors.items():
+        hosts.setdefault(_cause(cause), []).append(str(getattr(host, "endpoint", host)))
+    return "; ".join(f"{cause} ({', '.join(sorted(at))})" for cause, at in hosts.items())
+
+
+def _cause(error: BaseException) -> str:
+    """One host's error, said plainly where the driver's text is a repr."""
+    if isinstance(error, Unavailable):
+        level = ConsistencyLevel.value_to_name.get(error.consistency, error.consistency)
+        return (
+            f"too few replicas for consistency {level}: {error.alive_replicas} of "
+            f"{error.required_replicas} alive"
+        )
+    if isinstance(error, ConnectionRefusedError) or "Connection refused" in str(error):
+        return "connection refused: is a Cassandra node listening there?"
     return one_line(error)
 
 

@@ -76,12 +76,13 @@ from graphstore.cassandra.session import (
     DEFAULT_RETRY_WINDOW,
     DEFAULT_TIMEOUT,
     Requests,
+    said,
 )
 from graphstore.cassandra.tables import PARTS, Tables, check_new_prefix
 from graphstore.cassandra.tag_reads import TagReader
 from graphstore.cassandra.url import DEFAULT_PORT, DEFAULT_TABLE, identifier, parse_url
 from graphstore.cassandra.writes import Writer
-from graphstore.errors import InvalidInputError, StorageError, StoreOpenError, one_line
+from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
 from graphstore.filters import EVERYTHING, Condition, FilterValues, holds, matches
 from graphstore.links import TagKey
 from graphstore.nodes import StoredNode, TagHit, Vector
@@ -187,7 +188,7 @@ class CassandraStorage(Storage):
         except StoreOpenError:
             raise
         except Exception as error:
-            raise StoreOpenError(f"cannot read the Cassandra schema: {one_line(error)}") from error
+            raise StoreOpenError(f"cannot read the Cassandra schema: {said(error)}") from error
 
     def _open_tables(self) -> None:
         """Read the store's tables, when they exist: their dimension and layout (blocking)."""
@@ -212,9 +213,7 @@ class CassandraStorage(Storage):
             except StoreOpenError:
                 raise
             except Exception as error:
-                raise StorageError(
-                    f"cannot read the Cassandra schema: {one_line(error)}"
-                ) from error
+                raise StorageError(f"cannot read the Cassandra schema: {said(error)}") from error
         return self._dimension is not None
 
     @classmethod
@@ -267,7 +266,7 @@ class CassandraStorage(Storage):
                 f"cannot open Cassandra at {where}: no host name resolves to an address"
             ) from error
         except Exception as error:
-            raise StoreOpenError(f"cannot open Cassandra at {where}: {one_line(error)}") from error
+            raise StoreOpenError(f"cannot open Cassandra at {where}: {said(error)}") from error
         created = False
         try:
             session = cluster.connect()
@@ -299,7 +298,7 @@ class CassandraStorage(Storage):
             raise
         except Exception as error:
             _drop_if_new(cluster, keyspace, created)
-            raise StoreOpenError(f"cannot open Cassandra at {where}: {one_line(error)}") from error
+            raise StoreOpenError(f"cannot open Cassandra at {where}: {said(error)}") from error
         storage._cluster = cluster
         return storage
 
@@ -383,7 +382,7 @@ class CassandraStorage(Storage):
                 raise
             except Exception as error:
                 raise StorageError(
-                    f"creating the Cassandra tables failed: {one_line(error)}"
+                    f"creating the Cassandra tables failed: {said(error)}"
                 ) from error
         for stored in latest.values():
             if stored.embedding.size != self._dimension:
@@ -567,7 +566,7 @@ class CassandraStorage(Storage):
                     self.session.execute, self._requests.cql(CREATE_META), timeout=DDL_TIMEOUT
                 )
             except Exception as error:
-                raise StorageError(f"creating the store failed: {one_line(error)}") from error
+                raise StorageError(f"creating the store failed: {said(error)}") from error
         if replacing is None:
             (applied, *current) = (await self._requests.run(INSERT_MODEL, (model,)))[0]
         else:
