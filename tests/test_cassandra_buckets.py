@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import numpy as np
 import pytest
@@ -192,28 +192,37 @@ async def test_reupserting_moves_a_node_to_where_a_new_node_would_go(storage):
     assert await storage.check() == []
 
 
+def hot_row_copier(storage: CassandraStorage, node_id: str) -> Callable[[int, str], None]:
+    """Writes a copy of `node_id`'s row of the hot tag, behind the store's back, into a
+    given bucket under a given node id."""
+    [row] = raw(storage, "SELECT embedding, outgoing FROM {nodes} WHERE node_id = %s", (node_id,))
+    insert = storage.session.prepare(
+        f'INSERT INTO "{KEYSPACE}"."{storage.table}_hot" '
+        "(kind, tag, bucket, node_id, embedding, outgoing) VALUES ('kw', 'hot', ?, ?, ?, ?)"
+    )
+    return lambda bucket, owner: storage.session.execute(
+        insert, (bucket, owner, row.embedding, row.outgoing)
+    )
+
+
 async def test_check_reports_rows_out_of_place(storage):
     await grow(storage, 5)  # two hot rows, one bucket
     assert await storage.check() == []
     places = where_rows_are(storage)
     node_id = next(node for node, place in places.items() if place != SMALL)
-    [row] = raw(storage, "SELECT embedding, outgoing FROM {nodes} WHERE node_id = %s", (node_id,))
-    hot = f'"{KEYSPACE}"."{storage.table}_hot"'
-    insert = storage.session.prepare(
-        f"INSERT INTO {hot} (kind, tag, bucket, node_id, embedding, outgoing) "
-        "VALUES ('kw', 'hot', ?, ?, ?, ?)"
-    )
+    insert = hot_row_copier(storage, node_id)
     # a row moved behind the node row's back: a delete would miss it
-    storage.session.execute(
-        f"DELETE FROM {hot} WHERE kind = 'kw' AND tag = 'hot' AND bucket = %s AND node_id = %s",
+    raw(
+        storage,
+        "DELETE FROM {hot} WHERE kind = 'kw' AND tag = 'hot' AND bucket = %s AND node_id = %s",
         (places[node_id], node_id),
     )
-    storage.session.execute(insert, (7, node_id, row.embedding, row.outgoing))
+    insert(7, node_id)
     problems = await storage.check()
     assert any("beyond its 1 buckets: searches miss it" in problem for problem in problems)
     assert any("deleting the node would leave it" in problem for problem in problems)
     # the same node twice, and a directory count that is off
-    storage.session.execute(insert, (0, node_id, row.embedding, row.outgoing))
+    insert(0, node_id)
     storage.session.execute(
         f'UPDATE "{KEYSPACE}"."{storage.table}_hot_tags" SET rows = rows + 5 '
         "WHERE directory = 0 AND kind = 'kw' AND tag = 'hot'"
@@ -232,14 +241,9 @@ async def test_repair_mends_what_check_reports_and_a_write_would_not(storage):
     await storage.upsert([extra])
     places = where_rows_are(storage)
     node_id = next(node for node, place in places.items() if place != SMALL)
-    [row] = raw(storage, "SELECT embedding, outgoing FROM {nodes} WHERE node_id = %s", (node_id,))
-    hot = f'"{KEYSPACE}"."{storage.table}_hot"'
-    insert = storage.session.prepare(
-        f"INSERT INTO {hot} (kind, tag, bucket, node_id, embedding, outgoing) "
-        "VALUES ('kw', 'hot', ?, ?, ?, ?)"
-    )
-    storage.session.execute(insert, (7, node_id, row.embedding, row.outgoing))  # beyond B
-    storage.session.execute(insert, (0, "ghost", row.embedding, row.outgoing))  # node gone
+    insert = hot_row_copier(storage, node_id)
+    insert(7, node_id)  # beyond the tag's buckets
+    insert(0, "ghost")  # of a node that is gone
     raw(storage, "DELETE FROM {tags} WHERE kind = 'kw' AND tag = 'x' AND node_id = 'e'")
     raw(
         storage,
