@@ -234,6 +234,9 @@ def test_urls_are_parsed_without_leaking_the_password(monkeypatch):
     monkeypatch.setenv("GRAPHSTORE_CASSANDRA_PASSWORD", "from-env")
     assert parse_url("cassandra://me@[::1]/ks").password == "from-env"
     assert parse_url("cassandra://[::1]/ks").hosts == ["::1"]
+    spread = parse_url("cassandra://h1,h2:19042/ks")  # refused: "must use the same port"
+    assert (spread.hosts, spread.port) == (["h1", "h2"], 19042)
+    assert parse_url("cassandra://h1,h2/ks").port == 9042
     for bad in [
         "cassandra://h/x;DROP KEYSPACE y",
         "cassandra://h/ks?table=t;DROP",

@@ -260,3 +260,16 @@ def test_each_request_goes_to_a_replica_of_its_row(all_up):
     finally:
         run_sync(storage.drop())
         run_sync(storage.close())
+
+
+def test_a_store_at_consistency_three_opens_and_answers_on_three_healthy_nodes(all_up):
+    """Its schema was read at THREE, from tables each node keeps alone: "too few replicas
+    for consistency THREE: 1 of 3 alive" with every node up."""
+    storage = connect(all_up, "three", consistency="THREE")
+    try:
+        store = GraphStore(KeyedEmbeddings(dimension=DIMENSION), storage)
+        store.add_nodes(passages(5))
+        assert len(store.similarity_search("passage 1", k=3)) == 3
+    finally:
+        run_sync(storage.drop())
+        run_sync(storage.close())

@@ -115,6 +115,12 @@ def test_an_id_with_a_newline_is_printed_on_one_line(tmp_path, capsys):
     ]
 
 
+INTERRUPTIBLE = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+"""Run first in a child that a test stops with Ctrl-C: a test run started in the background
+(`cmd &` in a script) has SIGINT ignored, which children inherit, and a Python started so
+never raises KeyboardInterrupt."""
+
+
 @pytest.mark.parametrize(
     ("stop", "status", "line"),
     [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
@@ -127,7 +133,16 @@ def test_an_ingest_stopped_before_its_first_write_leaves_no_store_and_one_line(
     text = tmp_path / "long.txt"
     text.write_text("".join(f"Paragraph {i} about rivers and tea.\n\n" for i in range(400)))
     store = tmp_path / "s.db"
-    command = [sys.executable, "-m", "graphstore.cli", "--store", str(store), "ingest", str(text)]
+    cli = "import runpy; runpy.run_module('graphstore.cli', run_name='__main__')"
+    command = [
+        sys.executable,
+        "-c",
+        INTERRUPTIBLE + cli,
+        "--store",
+        str(store),
+        "ingest",
+        str(text),
+    ]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     while not store.exists() and process.poll() is None:  # its first batch takes seconds
         time.sleep(0.005)
@@ -163,7 +178,7 @@ def test_a_stopped_ingest_ends_at_once_though_its_model_is_mid_batch(tmp_path, s
     text = tmp_path / "a.txt"
     text.write_text("A paragraph about rivers and tea.\n")
     store, begun = tmp_path / "s.db", tmp_path / "begun"
-    command = [sys.executable, "-c", SLOW_MODEL, str(store), str(begun), str(text)]
+    command = [sys.executable, "-c", INTERRUPTIBLE + SLOW_MODEL, str(store), str(begun), str(text)]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     while not begun.exists() and process.poll() is None:
         time.sleep(0.01)

@@ -849,8 +849,8 @@ def test_case14_a_failed_ingest_leaves_no_new_keyspace(models, tmp_path, capsys)
 @pytest.mark.parametrize(
     ("option", "message"),
     [
-        ("consistency=THREE", "Cannot achieve consistency level THREE"),
-        ("read_consistency=THREE", "Cannot achieve consistency level THREE"),
+        ("consistency=THREE", "consistency THREE needs 3 replicas of each row, but keyspace"),
+        ("read_consistency=THREE", "consistency THREE needs 3 replicas of each row, but keyspace"),
     ],
 )
 def test_case14_a_store_the_cluster_cannot_open_leaves_no_new_keyspace(
@@ -858,7 +858,8 @@ def test_case14_a_store_the_cluster_cannot_open_leaves_no_new_keyspace(
 ):
     """On one node, reading the new store's schema at consistency THREE failed after the
     keyspace was made, and the keyspace stayed (a keyspace that already holds a table is
-    left: another process may have started using it)."""
+    left: another process may have started using it).  The schema is read at ONE now, and a
+    level that the keyspace's replication factor can never meet is refused at once."""
     (tmp_path / "a.md").write_text("# A\n\nText.\n")
     keyspace = f"new_{uuid.uuid4().hex[:8]}"
     url = f"cassandra://{cassandra_contact()}/{keyspace}"

@@ -41,6 +41,8 @@ LEVELS = (
 )
 """Level names accepted (the driver's names); ANY is for writes only."""
 DEFAULT_LEVEL = "LOCAL_QUORUM"
+FIXED_REPLICAS = {"TWO": 2, "THREE": 3}
+"""The levels that ask for a number of replicas, whatever the replication factor."""
 
 
 def level_name(what: str, name: object, *, write: bool) -> str:
@@ -71,6 +73,14 @@ class Consistency:
         if isinstance(value, Consistency):
             return value
         return cls(read=value, write=value)
+
+    def beyond(self, replicas: int) -> str | None:
+        """A level of these that needs more replicas than a keyspace keeps of each row
+        (`TWO` or `THREE` above its replication factor): no request at it can ever succeed."""
+        for level in (self.read, self.write):
+            if FIXED_REPLICAS.get(level, 0) > replicas:
+                return level
+        return None
 
     @property
     def ann(self) -> str:

@@ -34,6 +34,8 @@ from graphstore.errors import InvalidInputError, StorageError, one_line
 
 DEFAULT_MAX_IN_FLIGHT = 32
 DEFAULT_TIMEOUT = 10.0
+SCHEMA_TABLES = "system_schema."
+"""Queries naming it read the cluster's schema, which every node holds whole."""
 DEFAULT_RETRIES = 2
 DEFAULT_RETRY_WINDOW = 60.0
 FIRST_PAUSE = 0.25
@@ -70,6 +72,8 @@ def _cause(error: BaseException) -> str:
             f"too few replicas for consistency {level}: {error.alive_replicas} of "
             f"{error.required_replicas} alive"
         )
+    if isinstance(error, OperationTimedOut):  # its text is a dict of the hosts tried
+        return f"no answer in time from {error.last_host}"
     if isinstance(error, ConnectionRefusedError) or "Connection refused" in str(error):
         return "connection refused: is a Cassandra node listening there?"
     return one_line(error)
@@ -292,10 +296,28 @@ class Requests:
             return prepared
 
     def execute_now(self, query: str, values: Sequence[Any]) -> list[Any]:
-        """Run one statement and wait (for opening a store, outside any event loop)."""
-        return list(
-            self.session.execute(self.prepare(query), values, execution_profile=self.profile)
-        )
+        """Run one statement and wait (for opening a store, outside any event loop), sent
+        again after a timeout as `execute` does (a store opened just after a node died
+        failed).  The schema tables are read at ONE: every node holds them whole (they are
+        local), so a read level of TWO or THREE could never be met there, and opening a
+        store at `consistency=THREE` failed on a healthy cluster of three."""
+        statement = self.prepare(query)
+        if SCHEMA_TABLES in query:
+            statement = statement.bind(values)
+            statement.consistency_level = ConsistencyLevel.ONE
+            values = ()
+        deadline = time.monotonic() + self.retry_window
+        pause = FIRST_PAUSE
+        while True:
+            try:
+                return list(
+                    self.session.execute(statement, values or None, execution_profile=self.profile)
+                )
+            except Exception as error:
+                if not transient(error) or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(2 * pause, LONGEST_PAUSE)
 
     async def prepared(self, template: str, where: str = "", prefix: str = " AND ") -> Any:
         """The prepared statement for a filled template, preparing it in a thread if new."""

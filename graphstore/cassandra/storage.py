@@ -30,7 +30,7 @@ from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
 from graphstore import vector_codec
 from graphstore.cassandra.check import scanned_problems, scanned_stats
-from graphstore.cassandra.consistency import Consistency
+from graphstore.cassandra.consistency import FIXED_REPLICAS, Consistency
 from graphstore.cassandra.filters import (
     ANN_OVERFETCH,
     ANN_ROWS,
@@ -183,6 +183,13 @@ class CassandraStorage(Storage):
                 )
             self.replicas = replication_factor(keyspace_rows[0][0])
             """Replicas of each row (in one data centre): above 1, ANN results are checked."""
+            beyond = self._requests.consistency.beyond(self.replicas)
+            if beyond is not None:
+                raise StoreOpenError(
+                    f"consistency {beyond} needs {FIXED_REPLICAS[beyond]} replicas of each row, "
+                    f"but keyspace {self.keyspace!r} keeps {self.replicas}: choose another "
+                    "level, or a keyspace with a higher replication_factor"
+                )
             self._dimension: int | None = None
             self._open_tables()
         except StoreOpenError:

@@ -89,11 +89,11 @@ def parse_url(url: str) -> CassandraURL:
                 f"user:password@ (percent-encoded) or in ${PASSWORD_ENV}"
             )
     hosts: list[str] = []
-    ports: set[int] = set()
+    ports: set[int] = set()  # those given: a host without one takes theirs (`db1,db2:9043`)
     for item in hostlist.split(","):
         host, port = _host_port(item.strip())
         hosts.append(host)
-        ports.add(port)
+        ports.update([port] if port is not None else [])
     if len(ports) > 1:
         raise InvalidInputError("all hosts of a cassandra:// URL must use the same port")
     keyspace = unquote(parts.path.strip("/"))
@@ -116,7 +116,7 @@ def parse_url(url: str) -> CassandraURL:
     )
     return CassandraURL(
         hosts=hosts,
-        port=ports.pop(),
+        port=ports.pop() if ports else DEFAULT_PORT,
         keyspace=identifier("keyspace", keyspace),
         table=identifier("table", table),
         username=username,
@@ -137,8 +137,8 @@ def _replication(factor: str | None) -> dict[str, str | int] | None:
     return {"class": "SimpleStrategy", "replication_factor": int(factor)}
 
 
-def _host_port(item: str) -> tuple[str, int]:
-    """`host`, `host:port`, `[ipv6]` or `[ipv6]:port`."""
+def _host_port(item: str) -> tuple[str, int | None]:
+    """`host`, `host:port`, `[ipv6]` or `[ipv6]:port` (None: no port given)."""
     if item.startswith("["):
         host, _, rest = item[1:].partition("]")
         port = rest.removeprefix(":")
@@ -148,4 +148,4 @@ def _host_port(item: str) -> tuple[str, int]:
         raise InvalidInputError("a cassandra:// URL needs at least one host")
     if port and not (port.isdigit() and 0 < int(port) < 65536):
         raise InvalidInputError(f"port of Cassandra host {host!r} must be a number 1-65535")
-    return host, int(port) if port else DEFAULT_PORT
+    return host, int(port) if port else None
