@@ -210,6 +210,8 @@ def cassandra_contact() -> Iterator[tuple[str, int]]:
     given = os.environ.get(CASSANDRA_ENV)
     if given:
         host, _, port = given.partition(":")
+        if not host or not (port or "9042").isdigit():
+            raise SystemExit(f"{CASSANDRA_ENV} must be host or host:port, got {given!r}")
         yield host, int(port or 9042)
         return
     from graphstore.testing.local_cassandra import running_cassandra
@@ -284,7 +286,9 @@ def cassandra_backend(
     hosts: Sequence[str], port: int, replication_factor: int = 1, consistency: str | None = None
 ) -> Iterator[Backend]:
     """A fresh keyspace on the nodes at `hosts` for one run, dropped after."""
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
+
+    from graphstore.cassandra.session import said
 
     with tempfile.TemporaryDirectory(prefix="graphstore-bench-") as folder:
         cluster = Cluster(
@@ -292,7 +296,10 @@ def cassandra_backend(
             port=port,
             execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(request_timeout=120)},
         )
-        session = cluster.connect()
+        try:
+            session = cluster.connect()
+        except NoHostAvailable as error:  # a 35-line traceback ending in the driver's tuple
+            raise SystemExit(f"cannot reach Cassandra on port {port}: {said(error)}") from None
         keyspace = f"bench_{uuid.uuid4().hex[:10]}"
         session.execute(
             f"CREATE KEYSPACE {keyspace} WITH replication = "
