@@ -347,6 +347,8 @@ class _Index:
         return found if len(found) == len(members) else None
 
 
+ORPHANS = "FROM tags WHERE node_id NOT IN (SELECT id FROM nodes)"
+"""The tag rows of nodes that are not stored (`check` reports them, `repair` deletes them)."""
 MEMORY = ":memory:"
 """SQLite's name for a store in memory; `memory:`, the command line's, means the same (it
 created a file of that name)."""
@@ -738,14 +740,9 @@ class EmbeddedStorage(Storage):
             self._refresh()
             problems = [
                 f"tag row ({kind!r}, {tag!r}) points at missing node {node_id!r}"
-                for kind, tag, node_id in self._db.execute(
-                    "SELECT kind, tag, node_id FROM tags "
-                    "WHERE node_id NOT IN (SELECT id FROM nodes)"
-                )
+                for kind, tag, node_id in self._db.execute(f"SELECT kind, tag, node_id {ORPHANS}")
             ]
-            rows: dict[str, set[TagKey]] = {}
-            for kind, tag, node_id in self._db.execute("SELECT kind, tag, node_id FROM tags"):
-                rows.setdefault(node_id, set()).add((kind, tag))
+            rows = self._tag_rows_by_node()
             for node_id, text, metadata, links, blob in self._db.execute(
                 "SELECT id, text, metadata, links, embedding FROM nodes"
             ):
@@ -765,19 +762,23 @@ class EmbeddedStorage(Storage):
                     )
             return problems
 
+    def _tag_rows_by_node(self) -> dict[str, set[TagKey]]:
+        """The tags each node has rows of, from the tag table (for `check` and `repair`)."""
+        rows: dict[str, set[TagKey]] = {}
+        for kind, tag, node_id in self._db.execute("SELECT kind, tag, node_id FROM tags"):
+            rows.setdefault(node_id, set()).add((kind, tag))
+        return rows
+
     async def repair(self) -> list[str]:
         """Delete the tag rows of missing nodes and write a readable node's rows again where
         they are not its incoming tags (on disk only: searches read the node rows)."""
         with self._lock, self._writing("repairing"):
-            orphans = "FROM tags WHERE node_id NOT IN (SELECT id FROM nodes)"
             done = [
                 f"deleted the row of missing node {node_id!r} under tag ({kind!r}, {tag!r})"
-                for kind, tag, node_id in self._db.execute(f"SELECT kind, tag, node_id {orphans}")
+                for kind, tag, node_id in self._db.execute(f"SELECT kind, tag, node_id {ORPHANS}")
             ]
-            self._db.execute(f"DELETE {orphans}")
-            rows: dict[str, set[TagKey]] = {}
-            for kind, tag, node_id in self._db.execute("SELECT kind, tag, node_id FROM tags"):
-                rows.setdefault(node_id, set()).add((kind, tag))
+            self._db.execute(f"DELETE {ORPHANS}")
+            rows = self._tag_rows_by_node()
             for node_id, metadata, links, blob in self._db.execute(
                 "SELECT id, metadata, links, embedding FROM nodes"
             ).fetchall():

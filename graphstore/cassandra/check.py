@@ -139,8 +139,12 @@ async def scanned_problems(requests: Requests) -> list[str]:
         requests.run(SCAN_HOT, ()),
         requests.run(READ_HOT_TAGS, ()),
     )
-    counts = {(kind, tag): int(rows) for kind, tag, rows in directory}
-    return layout_problems(nodes, small, hot, counts)
+    return layout_problems(nodes, small, hot, directory_counts(directory))
+
+
+def directory_counts(directory: Iterable[Any]) -> dict[TagKey, int]:
+    """The hot-tag directory as read (`READ_HOT_TAGS`): each hot tag's count of its rows."""
+    return {(kind, tag): int(rows) for kind, tag, rows in directory}
 
 
 async def scanned_stats(requests: Requests, dimension: int, top_tags: int) -> StoreStats:

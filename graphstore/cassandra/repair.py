@@ -24,12 +24,10 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from graphstore.cassandra.check import place_name, tag_rows
+from graphstore.cassandra.check import directory_counts, place_name, tag_rows
 from graphstore.cassandra.hot_tags import HotTags
 from graphstore.cassandra.layout import SMALL, placements
 from graphstore.cassandra.queries import (
-    DELETE_HOT,
-    DELETE_TAG,
     READ_HOT_TAGS,
     SCAN_HOT,
     SCAN_HOT_KEYS,
@@ -38,6 +36,7 @@ from graphstore.cassandra.queries import (
 )
 from graphstore.cassandra.rows import tag_map, tag_set
 from graphstore.cassandra.session import Requests
+from graphstore.cassandra.writes import row_delete
 from graphstore.errors import StorageError
 from graphstore.filters import FilterValues
 from graphstore.links import TagKey, incoming_tags
@@ -88,11 +87,10 @@ def stray_rows_and_stale_nodes(
     return sorted(stray), sorted(stale)
 
 
-def count_corrections(hot_keys: Sequence[Any], directory: Sequence[Any]) -> dict[TagKey, int]:
+def count_corrections(hot_keys: Sequence[Any], counted: Mapping[TagKey, int]) -> dict[TagKey, int]:
     """Per hot tag whose directory count is off, what to add to it: the rows in its buckets
     (a scan of their keys) less its count."""
     in_buckets = Counter((kind, tag) for kind, tag in hot_keys)
-    counted = {(kind, tag): int(rows) for kind, tag, rows in directory}
     return {
         tag: in_buckets[tag] - counted.get(tag, 0)
         for tag in sorted(in_buckets.keys() | counted.keys())
@@ -112,7 +110,8 @@ async def repair_layout(
         requests.run(SCAN_NODES, ()), requests.run(SCAN_TAGS, ()), requests.run(SCAN_HOT, ())
     )
     stray, stale = stray_rows_and_stale_nodes(nodes, small, hot_rows)
-    await asyncio.gather(*(_delete(requests, row) for row in stray))
+    deletes = [await row_delete(requests, *row) for row in stray]
+    await asyncio.gather(*(requests.execute(*delete) for delete in deletes))
     stored_ids = {row[0] for row in nodes}
     done = [
         f"deleted the row of node {node_id!r} under tag {tag} {place_name(place)}: "
@@ -126,24 +125,12 @@ async def repair_layout(
     hot_keys, directory = await asyncio.gather(
         requests.run(SCAN_HOT_KEYS, ()), requests.run(READ_HOT_TAGS, ())
     )
-    corrections = count_corrections(hot_keys, directory)
+    counted = directory_counts(directory)
+    corrections = count_corrections(hot_keys, counted)
     await hot.count_hot_rows(corrections)
-    done += _count_lines(corrections, directory)
-    return done
-
-
-async def _delete(requests: Requests, row: Row) -> None:
-    tag, place, node_id = row
-    if place == SMALL:
-        await requests.run(DELETE_TAG, (*tag, node_id))
-    else:
-        await requests.run(DELETE_HOT, (*tag, place, node_id))
-
-
-def _count_lines(corrections: Mapping[TagKey, int], directory: Sequence[Any]) -> list[str]:
-    counted = {(kind, tag): int(rows) for kind, tag, rows in directory}
-    return [
+    done += [
         f"hot tag {tag}: the directory counted {counted.get(tag, 0)} rows, now "
         f"{counted.get(tag, 0) + delta}"
         for tag, delta in corrections.items()
     ]
+    return done

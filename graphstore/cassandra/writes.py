@@ -156,7 +156,7 @@ class Writer:
         node_row = (node.id, node.text, metadata, links, vector, outgoing["nodes"], terms, hot)
         batch.add(await self._requests.prepared(INSERT_NODE), node_row)
         for tag, place in sorted(plan.removed.items()):
-            batch.add(*await self._delete_row(tag, place, node.id))
+            batch.add(*await row_delete(self._requests, tag, place, node.id))
         insert_tag = await self._requests.prepared(INSERT_TAG)
         insert_hot = await self._requests.prepared(INSERT_HOT)
         small = vector if self.small_as_vectors else embedding_bytes(vector)
@@ -196,15 +196,18 @@ class Writer:
         batch = self._requests.batch()
         batch.add(await self._requests.prepared(DELETE_NODE), (node_id,))
         for tag, place in sorted(placed.items()):
-            batch.add(*await self._delete_row(tag, place, node_id))
+            batch.add(*await row_delete(self._requests, tag, place, node_id))
         await self._requests.execute(batch)
 
-    async def _delete_row(
-        self, tag: TagKey, place: int, node_id: str
-    ) -> tuple[Any, tuple[Any, ...]]:
-        if place == SMALL:
-            return await self._requests.prepared(DELETE_TAG), (*tag, node_id)
-        return await self._requests.prepared(DELETE_HOT), (*tag, place, node_id)
+
+async def row_delete(
+    requests: Requests, tag: TagKey, place: int, node_id: str
+) -> tuple[Any, tuple[Any, ...]]:
+    """The statement and values deleting `node_id`'s row of `tag` at `place` (`SMALL` or a
+    bucket)."""
+    if place == SMALL:
+        return await requests.prepared(DELETE_TAG), (*tag, node_id)
+    return await requests.prepared(DELETE_HOT), (*tag, place, node_id)
 
 
 def checked_tags(
