@@ -13,7 +13,6 @@ the cost of replication and coordination, not the capacity of three hosts
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from benchmarks.common import (
     cassandra_backend,
     figure,
     median,
+    parse_args,
     print_table,
     write_json,
 )
@@ -197,11 +197,7 @@ def plot(args: Any, results: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, for smoke runs")
-    args = parser.parse_args(argv)
-    args.backend = "cassandra"  # names the result files
-    asyncio.run(run(args))
+    asyncio.run(run(parse_args(__doc__.splitlines()[0], argv, ("cassandra",))))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import random
 import re
@@ -40,17 +41,26 @@ ORDER_SEED = 0
 T = TypeVar("T")
 
 
-def argument_parser(description: str) -> argparse.ArgumentParser:
-    """The options every benchmark takes: `--quick` and `--backend`."""
+def argument_parser(
+    description: str, backends: Sequence[str] = BACKENDS
+) -> argparse.ArgumentParser:
+    """The options every benchmark takes: `--quick`, and `--backend` when it measures more
+    than one of `backends` (a benchmark of one backend offers no choice it would ignore; its
+    `args.backend` still names the result files)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="small sizes, for smoke runs")
-    parser.add_argument("--backend", choices=BACKENDS, default="embedded")
+    if len(backends) > 1:
+        parser.add_argument("--backend", choices=backends, default=backends[0])
+    else:
+        parser.set_defaults(backend=backends[0])
     return parser
 
 
-def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
+def parse_args(
+    description: str, argv: Sequence[str] | None = None, backends: Sequence[str] = BACKENDS
+) -> argparse.Namespace:
     """The common options parsed (benchmarks with options of their own extend the parser)."""
-    return argument_parser(description).parse_args(argv)
+    return argument_parser(description, backends).parse_args(argv)
 
 
 class Stopwatch:
@@ -101,9 +111,23 @@ def p95(samples: Sequence[float]) -> float:
 
 
 def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"  # not measured here (say, requests on a backend without a driver session)
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def _strict(value: Any) -> Any:
+    """`value` with every NaN or infinite float as None: JSON has no NaN (Python writes a bare
+    `NaN` that strict readers refuse)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(item) for item in value]
+    return value
 
 
 def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -165,7 +189,8 @@ def write_json(name: str, args: argparse.Namespace, data: dict[str, Any]) -> Pat
         "machine": machine(),
         **data,
     }
-    path.write_text(_compact_lists(json.dumps(payload, indent=2, ensure_ascii=False)) + "\n")
+    text = json.dumps(_strict(payload), indent=2, ensure_ascii=False, allow_nan=False)
+    path.write_text(_compact_lists(text) + "\n")
     print(f"\nwrote {path}")
     return path
 

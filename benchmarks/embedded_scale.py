@@ -371,11 +371,9 @@ def plot(args: Any, result: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argument_parser(__doc__.splitlines()[0])
+    parser = argument_parser(__doc__.splitlines()[0], ("embedded",))
     parser.add_argument("--million", action="store_true", help="load to 1,000,000 passages")
     args = parser.parse_args(argv)
-    if args.backend != "embedded":
-        parser.error("this benchmark measures the embedded backend only")
     result = asyncio.run(run(args))
     report(result)
     write_json(NAME + ("-1m" if args.million else ""), args, result)

@@ -123,7 +123,7 @@ def plot(args: argparse.Namespace, results: dict[str, dict[str, Any]]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argument_parser(__doc__.splitlines()[0])
+    parser = argument_parser(__doc__.splitlines()[0], ("embedded",))
     parser.add_argument("--gliner-model", type=Path, help="a local GLiNER directory")
     args = parser.parse_args(argv)
     corpus = load_corpus()

@@ -141,15 +141,32 @@ async def run(args: Any) -> None:
         runs = {name: searches(store, metadata_filter) for name, metadata_filter in FILTERS.items()}
         results = await measure_interleaved(runs, questions, question_vectors, sizes.repetitions)
         await store.aclose()
+    unfiltered = results["none"]
     rows = [
-        [name, search, r["median_ms"], r["p95_ms"], r["queries_median"], r["docs_median"]]
+        [
+            name,
+            search,
+            r["median_ms"],
+            r["median_ms"] / unfiltered[search]["median_ms"],
+            r["p95_ms"],
+            r["queries_median"],
+            r["docs_median"],
+        ]
         for name, by_search in results.items()
         for search, r in by_search.items()
     ]
     print_table(
         f"Filtered search latency over {len(questions)} questions x {sizes.repetitions} "
         f"({len(nodes)} passages, {args.backend})",
-        ["filter", "search", "median ms", "p95 ms", "queries (median)", "docs (median)"],
+        [
+            "filter",
+            "search",
+            "median ms",
+            "x unfiltered",
+            "p95 ms",
+            "queries (median)",
+            "docs (median)",
+        ],
         rows,
     )
     per_passage = {name: 1e3 * seconds / (len(nodes) - 1) for name, seconds in write.items()}

@@ -64,7 +64,7 @@ def ingest(store: Path, quick: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = argument_parser(__doc__.splitlines()[0]).parse_args(argv)
+    args = argument_parser(__doc__.splitlines()[0], ("embedded",)).parse_args(argv)
     rounds = 2 if args.quick else 7
     with tempfile.TemporaryDirectory() as folder:
         store = Path(folder) / "demo.db"

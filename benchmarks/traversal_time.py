@@ -197,7 +197,7 @@ async def measure(
     vectors: np.ndarray,
     repetitions: int,
     counter: RequestCounter | None,
-) -> dict[K, dict[str, float]]:
+) -> dict[K, dict[str, float | None]]:
     """Each search's latency (ms) median and p95 over every question and repetition, after a
     warm-up.  The searches run interleaved question by question, in a seeded order shuffled
     for each question (`common.interleaved`), so a drift of the machine (or of the node:
@@ -225,14 +225,14 @@ async def measure(
     return {key: _summary(taken, counter is not None) for key, taken in samples.items()}
 
 
-def _summary(samples: dict[str, list[float]], counted: bool) -> dict[str, float]:
+def _summary(samples: dict[str, list[float]], counted: bool) -> dict[str, float | None]:
     latencies, queries = samples["latencies"], samples["queries"]
     return {
         "median_ms": median(latencies),
         "p95_ms": p95(latencies),
         "queries_median": median(queries),
         "queries_max": float(max(queries)),
-        "requests_median": median(samples["requests"]) if counted else float("nan"),
+        "requests_median": median(samples["requests"]) if counted else None,
         "docs_median": median(samples["returned"]),
         "samples": len(latencies),
     }

@@ -36,7 +36,7 @@ def results_dir(tmp_path, monkeypatch, shared_data):
 
 
 def run(module, name, results_dir) -> dict:
-    module.main(["--quick", "--backend", "embedded"])
+    module.main(["--quick"])
     assert (results_dir / f"{name}-quick.png").stat().st_size > 0
     return json.loads((results_dir / f"{name}-quick.json").read_text())
 
