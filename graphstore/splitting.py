@@ -96,6 +96,7 @@ Chinese quotation closes after its 。, so its ” stays with it), then spaces. 
 LAST_SPACE = re.compile(r"[^\S\u00a0\u2007\u202f][\S\u00a0\u2007\u202f]*\Z")
 """The last breaking space of a string (not a no-break space): where a long sentence is cut."""
 NOT_SPACE = re.compile(r"\S")
+LEADING_BLANK_LINES = re.compile(r"\A(?:[^\S\n]*\n)+")
 
 
 @dataclass(frozen=True)
@@ -234,11 +235,13 @@ def check_max_chars(max_chars: object) -> int:
 
 
 def pack(pieces: list[str], max_chars: int) -> list[str]:
-    """Join pieces greedily into chunks of at most `max_chars`; long pieces split at sentences."""
+    """Join pieces greedily into chunks of at most `max_chars`; long pieces split at sentences.
+    A piece keeps its first line's indent (in Markdown four spaces make a line code, and
+    the code block's first line lost them while the others kept theirs)."""
     check_max_chars(max_chars)
     parts: list[str] = []
     for raw in pieces:
-        piece = raw.strip()
+        piece = LEADING_BLANK_LINES.sub("", raw).rstrip()
         if len(piece) <= max_chars:
             parts.append(piece)
         else:
@@ -334,9 +337,13 @@ def _pack_sections(
 
 
 def markdown_heading(line: str) -> tuple[int, str] | None:
-    """`(level, title)` of an ATX heading line (`## Title ##`), else None; linear time."""
-    marks = len(line) - len(line.lstrip("#"))
-    rest = line[marks:]
+    """`(level, title)` of an ATX heading line (`## Title ##`, indented at most three
+    spaces: four make it code), else None; linear time."""
+    unindented = line.lstrip(" ")
+    if len(line) - len(unindented) > 3:
+        return None
+    marks = len(unindented) - len(unindented.lstrip("#"))
+    rest = unindented[marks:]
     if not 1 <= marks <= 6 or not rest[:1].isspace():
         return None
     title = rest.strip()

@@ -20,6 +20,15 @@ def test_markdown_sections_ignore_headings_in_code_fences():
     assert [p.id for p in passages] == ["book.md#0", "book.md#1", "book.md#2"]
 
 
+def test_a_heading_indented_up_to_three_spaces_is_a_heading_four_are_code():
+    """CommonMark allows three spaces before `#`: such a heading was body text of the
+    section before it, so its passages had the wrong section path."""
+    text = "# Book\nintro\n\n   ## Chapter 1\nbody one\n\n    # code, not a heading\n"
+    passages = split_markdown("book.md", text, 1000)
+    assert [p.section for p in passages] == [("Book",), ("Book", "Chapter 1")]
+    assert "    # code, not a heading" in passages[1].text
+
+
 def test_html_passages_keep_their_markup_and_heading_path():
     html = "<main><h1>Title¶</h1><p>one <a href='b.html'>b</a></p><h2>Sub</h2><ul><li><p>two</p></li></ul></main>"
     passages = split_html("a.html", html, 1000)
