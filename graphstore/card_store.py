@@ -28,6 +28,7 @@ from graphstore.cards import (
     card_node,
     check_names,
     is_card,
+    readable_card,
 )
 from graphstore.errors import CorruptRowError, InvalidInputError
 from graphstore.ingest import (
@@ -65,11 +66,7 @@ async def astored_cards(store: GraphStore) -> list[Card]:
 
 def _valid_cards(nodes: Iterable[Node]) -> list[Card]:
     """The cards of card rows `nodes`, but those whose fields are no card's."""
-    cards = []
-    for node in nodes:
-        with suppress(InvalidInputError):
-            cards.append(card_from_node(node))
-    return cards
+    return [card for node in nodes if (card := readable_card(node)) is not None]
 
 
 async def _card_rows(store: GraphStore) -> list[Node]:
