@@ -322,10 +322,18 @@ def _names(path: Path | None) -> dict[str, str]:
     if path is None:
         raise InvalidInputError("mentions need --names FILE")
     names: dict[str, str] = {}
-    for line in read_text(path).splitlines():
+    lines: dict[str, int] = {}
+    for number, line in enumerate(read_text(path).splitlines(), 1):
         alias, _, canonical = line.strip().partition("\t")
-        if alias:
-            names[alias] = canonical.strip() or alias
+        if not alias:
+            continue
+        canonical = canonical.strip() or alias
+        if names.setdefault(alias, canonical) != canonical:  # the last line silently won
+            raise InvalidInputError(
+                f"{inline(str(path))} line {number}: {inline(alias)} already names "
+                f"{inline(names[alias])} (line {lines[alias]}); an alias names one entity"
+            )
+        lines.setdefault(alias, number)
     return names
 
 

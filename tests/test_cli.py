@@ -452,6 +452,22 @@ def test_foreign_file_is_refused(tmp_path, capsys):
     assert store.read_text().startswith("not a database")
 
 
+def test_an_alias_naming_two_entities_in_a_names_file_is_refused(tmp_path, capsys):
+    """`八戒` listed for 猪八戒, then for 猪刚鬣: only the last line was kept, silently, so
+    passages naming 八戒 lost their link to 猪八戒 (cards refuse a shared alias)."""
+    names = tmp_path / "names.txt"
+    names.write_text("八戒\t猪八戒\n八戒\t猪八戒\n八戒\t猪刚鬣\n", encoding="utf-8")
+    text = tmp_path / "t.txt"
+    text.write_text("八戒来了。\n", encoding="utf-8")
+    store = tmp_path / "s.db"
+    args = ["--store", str(store), "ingest", str(text), "--links", "mentions"]
+    assert main([*args, "--names", str(names)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "names.txt line 3: 八戒 already names 猪八戒 (line 1); an alias names one entity" in err
+    assert not store.exists()
+
+
 def test_ingest_with_keyword_and_mention_extractors_and_a_dense_tag_cap(tmp_path, capsys):
     names = tmp_path / "names.txt"
     names.write_text("exception\nExceptionGroup\ttry statement\n", encoding="utf-8")
