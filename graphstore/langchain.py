@@ -508,6 +508,8 @@ class GraphStoreVectorStore(GraphVectorStore):
     def _documents(
         texts: Iterable[str], metadatas: Iterable[dict[str, Any]] | None
     ) -> list[Document]:
+        if isinstance(texts, str):  # read as a list, "hello" would add five documents
+            raise InvalidInputError("texts must be a list of strings, not str")
         listed = list(texts)
         given = list(metadatas) if metadatas is not None else [{} for _ in listed]
         if len(given) != len(listed):

@@ -422,8 +422,8 @@ async def test_an_option_a_search_does_not_take_is_refused_not_ignored(vectorsto
 
 
 def test_texts_ids_and_metadatas_of_the_wrong_type_are_refused_writing_nothing(vectorstore):
-    """A single string of ids was split into characters (`ids="ab"` named two documents "a"
-    and "b"); a None text or metadata raised pydantic's multi-line validation error."""
+    """A single string of ids or texts was split into characters (`ids="ab"` named two
+    documents "a" and "b", `add_texts("hello")` added five); a None text or metadata raised pydantic's multi-line validation error."""
     cases = [
         (
             lambda: vectorstore.add_texts(["one", "two"], ids="ab"),
@@ -433,6 +433,7 @@ def test_texts_ids_and_metadatas_of_the_wrong_type_are_refused_writing_nothing(v
             lambda: vectorstore.add_documents([Document("x")], ids="k"),
             "ids must be a list of strings, not str",
         ),
+        (lambda: vectorstore.add_texts("hello"), "texts must be a list of strings, not str"),
         (lambda: vectorstore.add_texts(["one", None]), "texts[1] must be a string, not NoneType"),
         (
             lambda: vectorstore.add_texts(["one"], [None]),
