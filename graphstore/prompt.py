@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from graphstore.card_store import anearest_cards
@@ -27,7 +27,14 @@ from graphstore.nodes import Hit
 from graphstore.scene import SceneCard, card_entry, passage_entry, scene_cards
 from graphstore.sections import Section, TokenCounter, check_layout, fill
 from graphstore.store import GraphStore, run_sync
-from graphstore.strategy import MAX_K, check_count, check_fraction
+from graphstore.strategy import (
+    MAX_K,
+    SEARCH_ARGUMENTS,
+    Strategy,
+    check_count,
+    check_fraction,
+    check_options,
+)
 from graphstore.utf8 import check_utf8
 
 if TYPE_CHECKING:
@@ -116,6 +123,19 @@ def assemble(
     )
 
 
+WRITER_OPTIONS = frozenset(
+    {"budget", "k", "filter", "count", "template", "as_of_chapter", "card_share"}
+)
+"""`awriter_context`'s own options; any other is a setting of its search."""
+
+
+def check_writer_options(options: Mapping[str, Any]) -> None:
+    """A one-line error for an option neither `awriter_context` nor its search takes,
+    listing every one they do (the search alone listed its own, not `budget`)."""
+    searched = {setting.name for setting in fields(Strategy)} | SEARCH_ARGUMENTS
+    check_options(options, WRITER_OPTIONS | searched, "writer context option")
+
+
 async def awriter_context(
     store: GraphStore,
     scene: str,
@@ -137,6 +157,7 @@ async def awriter_context(
     `filter` by `$and`) and cards show the values that hold then.  `filter` applies to
     passages; cards are found by name (see `graphstore.scene`).
     """
+    check_writer_options(options)
     check_layout(budget, template, DEFAULT_SEPARATOR)
     check_fraction("card_share", card_share)
     if not isinstance(scene, str) or not scene.strip():
@@ -181,6 +202,8 @@ def writer_context_runnable(store: GraphStore, **options: Any) -> RunnableLambda
     LangChain's runnables are imported here, not with the module: importing them took
     longer than everything else a command line `prompt` or `search` does."""
     from langchain_core.runnables import RunnableLambda
+
+    check_writer_options(options)  # a typo is refused here, not at the first scene
 
     async def run(scene: str) -> str:
         return (await awriter_context(store, scene, **options)).text

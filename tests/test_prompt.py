@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from graphstore import GraphStore, InvalidInputError, Link, Node
+from graphstore.embedded import EmbeddedStorage
 from graphstore.nodes import Hit
 from graphstore.prompt import assemble, awriter_context, count_tokens, writer_context_runnable
+from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings
 
 
@@ -148,3 +150,16 @@ async def test_writer_context_reaches_linked_passages_and_runs_as_a_runnable(bac
     runnable = writer_context_runnable(store, budget=200, k=2, fetch_k=1)
     assert await runnable.ainvoke("scene") == context.text
     assert runnable.invoke("scene") == context.text
+
+
+def test_an_unknown_writer_option_is_refused_when_the_runnable_is_made():
+    """`writer_context_runnable(store, budgett=100)` was accepted; its first scene then
+    failed with a list of the search's options that left out `budget` and its siblings."""
+    store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(":memory:"))
+    with pytest.raises(InvalidInputError, match=r"^unknown writer context option 'budgett'; "):
+        writer_context_runnable(store, budget=100, budgett=100)
+    with pytest.raises(InvalidInputError) as error:
+        run_sync(awriter_context(store, "scene", lamda_mult=0.5))
+    assert "budget, card_share" in str(error.value)
+    assert "lambda_mult" in str(error.value)
+    writer_context_runnable(store, budget=100, lambda_mult=0.5)  # a search setting is one
