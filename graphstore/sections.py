@@ -111,6 +111,10 @@ def check_layout(budget: Any, template: Any, separator: Any) -> None:
         raise InvalidInputError(f"bad prompt template: {error}") from None
     fields = {name for name, _ in parsed if name is not None}
     specs = [spec for name, spec in parsed if name is not None and spec]
+    if any("{" in spec for spec in specs):  # filled in per entry: no width check can see it
+        raise InvalidInputError(
+            "bad prompt template: a field's format holds another field; give widths as numbers"
+        )
     widths = [int(digits) for spec in specs for digits in re.findall(r"\d+", spec)]
     if max(widths, default=0) > MAX_FIELD_WIDTH:
         raise InvalidInputError(

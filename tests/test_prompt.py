@@ -105,6 +105,10 @@ def test_template_is_customizable():
             "bad prompt template: unknown field {nope}; fields: {number}",
         ),
         ({"template": "{text"}, "bad prompt template: "),
+        (  # the width check read only digits: this padded lines to 16 million characters
+            {"template": "{text:>{number}{number}{number}{number}}"},
+            "bad prompt template: a field's format holds another field",
+        ),
         ({"count": lambda text: "3"}, "the token counter must return an integer, not '3'"),
     ],
 )
