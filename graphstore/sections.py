@@ -75,9 +75,11 @@ def limits(shares: Sequence[float], budget: int) -> list[int]:
 
 
 def story_order(entries: Sequence[Entry]) -> list[Entry]:
-    """Entries grouped by source, by position within one.  Sources without chapters come
-    first, then those with, by their first chapter (`c1.md` before `c2.md`, whichever
-    passage ranked best); ties in the order of their first entries (the best first)."""
+    """Entries grouped by source, by position within one, then by chapter (passages an agent
+    wrote with a chapter and no position sorted by id, chapter 30 before 28).  Sources
+    without chapters come first, then those with, by their first chapter (`c1.md` before
+    `c2.md`, whichever passage ranked best); ties in the order of their first entries (the
+    best first)."""
     groups: dict[str, int] = {}
     first_chapter: dict[str, int] = {}
     for entry in entries:
@@ -88,7 +90,13 @@ def story_order(entries: Sequence[Entry]) -> list[Entry]:
             )
     return sorted(
         entries,
-        key=lambda e: (first_chapter.get(e.group, -1), groups[e.group], e.position, e.id),
+        key=lambda e: (
+            first_chapter.get(e.group, -1),
+            groups[e.group],
+            e.position,
+            -1 if e.chapter is None else e.chapter,
+            e.id,
+        ),
     )
 
 

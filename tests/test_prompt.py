@@ -90,6 +90,17 @@ def test_chapter_files_are_shown_in_chapter_order():
     assert [h.node.id for h in context.hits] == ["notes.md#3", "c1.md#1", "c1.md#4", "c2.md#0"]
 
 
+def test_passages_without_a_position_are_in_chapter_order_within_their_source():
+    """An agent's passages (MCP `put_passages` asks for a chapter, not a position) all sat
+    at position 0, so they came in id order: chapter 30, then 29, then 28."""
+    hits = [
+        Hit(Node(node_id, f"text {chapter}", {"source": "draft.md", "chapter": chapter}), 0.5)
+        for node_id, chapter in [("draft-a", 30), ("draft-c", 28), ("draft-b", 29)]
+    ]
+    context = assemble(hits, budget=1000)
+    assert [h.node.id for h in context.hits] == ["draft-c", "draft-b", "draft-a"]
+
+
 def test_template_is_customizable():
     context = assemble([hit("a", "悟空", 1)], budget=100, template="<{id}> {text}")
     assert context.text == "<a> 悟空"
