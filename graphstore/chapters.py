@@ -76,12 +76,14 @@ VOLUME = (
 WORDS_NUMBER = re.compile(NUMBER_WORDS)
 NUMBER = re.compile(
     rf"^\s*[*_`~]*\s*{VOLUME}?(?:第\s*({CHINESE_NUMBER})\s*[回章]"
-    rf"|chapter\s+(\d+|{NUMBER_WORDS}|[a-z]+)\b)",
+    rf"|chapter\s+(\d+|(?:{NUMBER_WORDS}|[a-z]+)(?!-[a-z]))\b)",
     re.IGNORECASE,
 )
 """The number of a chapter heading: 第二十七回 (also 章) or `Chapter 12` (also `Chapter
 XII`, `Chapter Twelve`), after any emphasis or code marks (`**Chapter 2**`); matched in
-NFKC form with character references resolved (`第１２章`, `Chapter&nbsp;6`).  A volume (卷)
+NFKC form with character references resolved (`第１２章`, `Chapter&nbsp;6`).  A number
+word joined to another by a hyphen is the whole number or none (`Chapter Twenty-First` is
+no chapter 20).  A volume (卷)
 holds chapters and a section (节) is part of one: neither starts a chapter, so in 第一卷 ›
 第三章 › 第一节 the passage is in chapter 3."""
 HEADING_END = re.compile(r"[\s:：.．、,，;；!！?？—–\-·(（]|$")

@@ -77,6 +77,10 @@ def test_chinese_numbers(text, value):
         ("Part II Chapter 4", 4),
         ("Part of Chapter 3", None),
         ("Chapter Eleven Hundred", 1100),
+        # An ordinal was read up to its hyphen: Twenty-First was chapter 20.
+        ("Chapter Twenty-First", None),
+        ("Chapter Twenty-Onesie", None),
+        ("Chapter 21-A", 21),
     ],
 )
 def test_chapter_number_of_a_heading(heading, number):
