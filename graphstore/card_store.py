@@ -28,7 +28,6 @@ from graphstore.cards import (
     card_node,
     check_names,
     is_card,
-    readable_card,
 )
 from graphstore.errors import CorruptRowError, InvalidInputError
 from graphstore.ingest import (
@@ -66,7 +65,11 @@ async def astored_cards(store: GraphStore) -> list[Card]:
 
 def _valid_cards(nodes: Iterable[Node]) -> list[Card]:
     """The cards of card rows `nodes`, but those whose fields are no card's."""
-    return [card for node in nodes if (card := readable_card(node)) is not None]
+    cards = []
+    for node in nodes:
+        with suppress(InvalidInputError):
+            cards.append(card_from_node(node))
+    return cards
 
 
 async def _card_rows(store: GraphStore) -> list[Node]:

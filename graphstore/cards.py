@@ -304,16 +304,6 @@ def card_from_node(node: Node) -> Card:
     return replace(card, file=file) if isinstance(file, str) else card
 
 
-def readable_card(node: Node) -> Card | None:
-    """The card a card row holds, or None when its fields are no card's (a row written
-    outside graphstore, say through LangChain with a `card:` id): one such row must not stop
-    every prompt, so readers of many cards skip it, as they skip an unreadable row)."""
-    try:
-        return card_from_node(node)
-    except InvalidInputError:
-        return None
-
-
 def card_mentions(cards: Iterable[Card]) -> MentionLinkExtractor | None:
     """Links out to the card of every entity a text names, by name or alias (None when
     there are no cards)."""

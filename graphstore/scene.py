@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
-from graphstore.cards import Card, card_mentions, is_card, readable_card, render_card
+from graphstore.cards import Card, card_from_node, card_mentions, is_card, render_card
 from graphstore.inline import inline
 from graphstore.nodes import Hit
 from graphstore.sections import Entry
@@ -88,9 +88,7 @@ def scene_cards(cards: Sequence[Card], scene: str, hits: Sequence[Hit]) -> list[
     named(scene, "named in the scene")
     for hit in hits:
         if is_card(hit.node):
-            card = readable_card(hit.node)
-            if card is None:
-                continue
+            card = card_from_node(hit.node)
             found.setdefault(card.id, SceneCard(by_tag.get(card.tag[1], card), provenance(hit)))
         else:
             named(hit.node.text, f"named in {inline(hit.node.id)}")

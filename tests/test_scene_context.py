@@ -154,13 +154,3 @@ async def test_a_control_character_in_a_file_name_is_quoted_in_the_prompt():
     assert "\x1b" not in context
     assert '"n\\u001b[2Jame.md" · "n\\u001b[2Jame.md#0"' in context
     await store.aclose()
-
-
-async def test_a_card_row_written_outside_graphstore_is_skipped_not_fatal(backend):
-    """A `card:` row without a card's fields (added through LangChain, say) made every
-    prompt fail, naming a file to ingest again that the row never had."""
-    store = await build(backend, ZH)
-    await store.aadd_nodes([Node("card:flash", ZH.scene, {"kind": "card"})])
-    context = await awriter_context(store, ZH.scene, budget=2000, k=3, depth=0)
-    assert "card:flash" not in {chosen.card.id for chosen in context.cards}
-    assert ZH.hero["name"] in {chosen.card.name for chosen in context.cards}
