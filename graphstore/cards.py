@@ -296,9 +296,14 @@ def card_from_node(node: Node) -> Card:
     try:
         card = card_from_mapping(fields, str(data.get("source", "")), stored=True)
     except InvalidInputError as error:
+        file = data.get(FILE)
+        remedy = (
+            f"ingest {inline(file)} again"
+            if isinstance(file, str) and file
+            else f"it has no card file: delete it (graphstore delete --id {inline(node.id)})"
+        )
         raise InvalidInputError(
-            f"the stored card {inline(node.id)} was changed outside graphstore: {error}; "
-            "ingest its file again"
+            f"the stored card {inline(node.id)} was changed outside graphstore: {error}; {remedy}"
         ) from None
     file = data.get(FILE)
     return replace(card, file=file) if isinstance(file, str) else card
