@@ -293,10 +293,10 @@ def card_from_node(node: Node) -> Card:
         "attributes": data.get("attributes"),
         "description": data.get("description"),
     }
+    file = data.get(FILE)
     try:
         card = card_from_mapping(fields, str(data.get("source", "")), stored=True)
     except InvalidInputError as error:
-        file = data.get(FILE)
         remedy = (
             f"ingest {inline(file)} again"
             if isinstance(file, str) and file
@@ -305,7 +305,6 @@ def card_from_node(node: Node) -> Card:
         raise InvalidInputError(
             f"the stored card {inline(node.id)} was changed outside graphstore: {error}; {remedy}"
         ) from None
-    file = data.get(FILE)
     return replace(card, file=file) if isinstance(file, str) else card
 
 

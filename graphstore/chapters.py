@@ -83,9 +83,8 @@ NUMBER = re.compile(
 XII`, `Chapter Twelve`), after any emphasis or code marks (`**Chapter 2**`); matched in
 NFKC form with character references resolved (`第１２章`, `Chapter&nbsp;6`).  A number
 word joined to another by a hyphen is the whole number or none (`Chapter Twenty-First` is
-no chapter 20).  A volume (卷)
-holds chapters and a section (节) is part of one: neither starts a chapter, so in 第一卷 ›
-第三章 › 第一节 the passage is in chapter 3."""
+no chapter 20).  A volume (卷) holds chapters and a section (节) is part of one: neither
+starts a chapter, so in 第一卷 › 第三章 › 第一节 the passage is in chapter 3."""
 HEADING_END = re.compile(r"[\s:：.．、,，;；!！?？—–\-·(（]|$")
 """What follows a chapter's number on a plain-text heading line: a space, a punctuation
 mark or the line's end (`第二章：重逢`, `Chapter 2: The Storm`), so that a line of prose
