@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import struct
 import uuid
@@ -21,7 +22,7 @@ from graphstore import GraphStore, Link, Node, vector_codec
 from graphstore.cassandra import CassandraStorage, parse_url
 from graphstore.cassandra.consistency import Consistency
 from graphstore.cassandra.rows import ranked_groups
-from graphstore.cassandra.session import key_chunks, said, transient
+from graphstore.cassandra.session import key_chunks, retry_pauses, said, transient
 from graphstore.cassandra.tag_reads import IN_TAGS
 from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
 from graphstore.filters import EVERYTHING, parse_filter
@@ -629,6 +630,12 @@ async def test_large_passages_written_at_once_wait_for_a_busy_connection():
     finally:
         await storage.drop()
         await storage.close()
+
+
+def test_requests_are_sent_again_after_doubling_pauses_within_the_window():
+    """The schedule sync (opening a store) and async requests share (`retry_pauses`)."""
+    assert list(itertools.islice(retry_pauses(60.0), 7)) == [0.25, 0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    assert list(retry_pauses(0.1)) == []  # not even one pause fits: the error comes at once
 
 
 def test_a_busy_connection_is_transient_and_a_refusal_is_not():

@@ -13,7 +13,7 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from cassandra import (
@@ -77,6 +77,21 @@ def _cause(error: BaseException) -> str:
     if isinstance(error, ConnectionRefusedError) or "Connection refused" in str(error):
         return "connection refused: is a Cassandra node listening there?"
     return one_line(error)
+
+
+def retry_pauses(window: float) -> Iterator[float]:
+    """The pauses before each re-send of a failed request, doubling from `FIRST_PAUSE` up to
+    `LONGEST_PAUSE`, while a re-send after the pause is still within `window` seconds of
+    this call (the first attempt); the sync and async requests share them."""
+    deadline = time.monotonic() + window
+    return _pauses_until(deadline)
+
+
+def _pauses_until(deadline: float) -> Iterator[float]:
+    pause = FIRST_PAUSE
+    while time.monotonic() + pause <= deadline:
+        yield pause
+        pause = min(2 * pause, LONGEST_PAUSE)
 
 
 def transient(cause: BaseException | None) -> bool:
@@ -306,18 +321,17 @@ class Requests:
             statement = statement.bind(values)
             statement.consistency_level = ConsistencyLevel.ONE
             values = ()
-        deadline = time.monotonic() + self.retry_window
-        pause = FIRST_PAUSE
+        pauses = retry_pauses(self.retry_window)
         while True:
             try:
                 return list(
                     self.session.execute(statement, values or None, execution_profile=self.profile)
                 )
             except Exception as error:
-                if not transient(error) or time.monotonic() + pause > deadline:
+                pause = next(pauses, None) if transient(error) else None
+                if pause is None:
                     raise
             time.sleep(pause)
-            pause = min(2 * pause, LONGEST_PAUSE)
 
     async def prepared(self, template: str, where: str = "", prefix: str = " AND ") -> Any:
         """The prepared statement for a filled template, preparing it in a thread if new."""
@@ -352,17 +366,16 @@ class Requests:
         moment, which is not isolated anyway.  When no node answers, or too few replicas are
         alive, the error comes at once.
         """
-        deadline = time.monotonic() + self.retry_window
-        pause = FIRST_PAUSE
+        pauses = retry_pauses(self.retry_window)
         while True:
             try:
                 return await self._execute_once(statement, values)
             except StorageError as error:
                 again = transient(error.__cause__) and getattr(statement, "is_idempotent", False)
-                if not again or time.monotonic() + pause > deadline:
+                pause = next(pauses, None) if again else None
+                if pause is None:
                     raise
             await asyncio.sleep(pause)
-            pause = min(2 * pause, LONGEST_PAUSE)
 
     async def _execute_once(self, statement: Any, values: Sequence[Any] | None) -> list[Any]:
         loop = asyncio.get_running_loop()
