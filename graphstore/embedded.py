@@ -390,6 +390,8 @@ class EmbeddedStorage(Storage):
         `check` and `stats` report them, and writing the node again repairs it."""
         self._seq = -1
         self._data_version: int | None = None
+        self._reading = 0
+        """Open `reading` spans (in the thread holding the lock): reads skip `_refresh`."""
         try:
             self._refresh()
         except sqlite3.Error as error:
@@ -438,6 +440,24 @@ class EmbeddedStorage(Storage):
             raise
         finally:
             self._in_transaction = False
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Other connections' writes are taken in once, here; until the span ends, reads
+        rank with that version of the index (this connection's own writes still show), and
+        other threads wait for the lock (a search holds it about a millisecond)."""
+        with self._lock, self._failures("reading"):
+            self._refresh()
+            self._reading += 1
+            try:
+                yield
+            finally:
+                self._reading -= 1
+
+    def _fresh(self) -> None:
+        """`_refresh`, unless a `reading` span did it at its start."""
+        if not self._reading:
+            self._refresh()
 
     def _refresh(self) -> None:
         """Bring memory up to what other connections committed, reading only what changed."""
@@ -512,7 +532,7 @@ class EmbeddedStorage(Storage):
     @property
     def dimension(self) -> int | None:
         with self._lock, self._failures("reading"):
-            self._refresh()
+            self._fresh()
             return self._index.dimension if self._index.slot_of or self._corrupt else None
 
     @contextmanager
@@ -636,12 +656,12 @@ class EmbeddedStorage(Storage):
 
     async def get(self, ids: Sequence[str]) -> list[StoredNode]:
         with self._lock, self._failures("reading"), self._transaction():
-            self._refresh()
+            self._fresh()
             return self._rows(ids)
 
     async def search(self, vector: Vector, k: int, where: Condition) -> list[ScoredNode]:
         with self._lock, self._failures("reading"), self._transaction():
-            self._refresh()
+            self._fresh()
             ranked = self._index.nearest(vector, k, None, self._index.allowed(where))
             ids = [self._index.ids[slot] or "" for slot, _ in ranked]
             stored = {item.node.id: item for item in self._rows(ids)}
@@ -670,7 +690,7 @@ class EmbeddedStorage(Storage):
         sizes: dict[TagKey, int] | None = None,
     ) -> list[list[TagHit]]:
         with self._lock, self._failures("reading"):
-            self._refresh()
+            self._fresh()
             index = self._index
             allowed = index.allowed(where)
             ranked = index.nearest_in_tags(vector, k, tags, allowed)
@@ -689,7 +709,7 @@ class EmbeddedStorage(Storage):
         self, tags: Sequence[TagKey], where: Condition = EVERYTHING
     ) -> dict[TagKey, int]:
         with self._lock, self._failures("reading"):
-            self._refresh()
+            self._fresh()
             allowed = self._index.allowed(where)
             if allowed is None:  # the posting lists' own counts, nothing rebuilt
                 return {tag: len(self._index.postings.get(tag, ())) for tag in tags}

@@ -105,31 +105,39 @@ class MmrSelector:
     def add(
         self,
         ids: list[str],
-        embeddings: NDArray[np.float32],
-        relevance: NDArray[np.float32] | None = None,
+        embeddings: Sequence[Vector] | NDArray[np.float32],
+        relevance: Sequence[float] | None = None,
         cited_by: Sequence[str | None] | None = None,
+        similarity: Sequence[float] | None = None,
     ) -> None:
         """Add unit-embedding candidates (relevance: their similarity unless given); ids
         already known are ignored.  `cited_by[i]`, when set, is the selected candidate that
-        names candidate i: i's resemblance to it is not counted as redundancy."""
+        names candidate i: i's resemblance to it is not counted as redundancy.
+        `similarity`, when the caller knows it (a storage's hits), spares computing it."""
+        if not ids:
+            return
         position = self._position
         if not position.keys().isdisjoint(ids):
             fresh = [i for i, node_id in enumerate(ids) if node_id not in position]
             if not fresh:
                 return
-            ids, embeddings = [ids[i] for i in fresh], embeddings[fresh]
-            relevance = None if relevance is None else relevance[fresh]
+            ids, embeddings = [ids[i] for i in fresh], [embeddings[i] for i in fresh]
+            relevance = None if relevance is None else [relevance[i] for i in fresh]
             cited_by = None if cited_by is None else [cited_by[i] for i in fresh]
+            similarity = None if similarity is None else [similarity[i] for i in fresh]
         start, end = len(self._ids), len(self._ids) + len(ids)
         self._reserve(end)
         position.update(zip(ids, range(start, end), strict=True))
         self._ids.extend(ids)
         rows = self._embeddings[start:end]
-        rows[:] = embeddings
-        similarity = self._similarity[start:end]
-        np.matmul(rows, self.query, out=similarity)
+        np.stack(embeddings, out=rows)
+        known = self._similarity[start:end]
+        if similarity is None:
+            np.matmul(rows, self.query, out=known)
+        else:
+            known[:] = similarity
         given = self._relevance[start:end]
-        given[:] = similarity if relevance is None else relevance
+        given[:] = known if relevance is None else relevance
         np.multiply(given, self.lambda_mult, out=self._weighted_relevance[start:end])
         penalty = self._penalty[start:end]
         if self._chosen_count:

@@ -16,8 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import numpy as np
-
 from graphstore.filters import EVERYTHING, Condition, matches
 from graphstore.links import TagKey, outgoing_tags
 from graphstore.mmr import MmrSelector, Selection
@@ -72,9 +70,11 @@ async def _read_hits(
     found them), and attach how each was reached (and, in `raised`, which link raised the
     relevance of a node found before it).
 
-    A node deleted since the search found it, or written since so that it fails `where` (a
-    concurrent write: the search's reads are not one snapshot), is left out: the caller
-    takes the next candidates in its place (`_read_until`)."""
+    A node deleted since the search found it, or written since so that it fails `where`, is
+    left out: the caller takes the next candidates in its place (`_read_until`).  (Rows are
+    read after the ranking, so a concurrent write can come between: the embedded backend
+    ranks with one version of its index, `Storage.reading`, and Cassandra's reads are no
+    snapshot.)"""
     missing = [node_id for node_id in order if node_id not in carried]
     nodes = {item.node.id: item.node for item in await storage.get(missing)} if missing else {}
     if nodes and where != EVERYTHING:
@@ -190,67 +190,71 @@ class Traversal:
 
         When fewer than `k` are reached, the next-nearest nodes fill the result.
         """
-        stats = stats if stats is not None else TraversalStats()
-        stats.vector_searches += 1
-        nearest = await self.storage.search_hits(query, max(k, start_k), where)
-        reached = {
-            root.id: _Reached(0, (), root.similarity, root.outgoing) for root in nearest[:start_k]
-        }
-        visited: set[TagKey] = set()
-        frontier = list(reached)
-        for hop in range(1, depth + 1):
-            carrier: dict[TagKey, str] = {}
-            for node_id in frontier:
-                for tag in reached[node_id].outgoing - visited:
-                    carrier.setdefault(tag, node_id)
-            if not carrier:
-                break
-            tags = sorted(carrier)
-            visited.update(tags)
-            frontier = []
-            found, _ = await self._search_tags(tags, query, adjacent_k, where, stats)
-            for tag, tag_hits in zip(tags, found, strict=True):
-                path = (*reached[carrier[tag]].path, tag)
-                for hit in tag_hits:
-                    if hit.id not in reached:
-                        reached[hit.id] = _Reached(hop, path, hit.similarity, hit.outgoing)
-                        frontier.append(hit.id)
-        ranked = sorted(
-            reached,
-            key=lambda node_id: (reached[node_id].depth, -reached[node_id].similarity, node_id),
-        )
-        for root in nearest[start_k:]:
-            if root.id not in reached:
-                reached[root.id] = _Reached(0, (), root.similarity, root.outgoing)
-                ranked.append(root.id)
-        stats.candidates += len(reached)
-        if stats.keep_unselected:
-            stats.unselected = [
-                Candidate(node_id, how.similarity, how.similarity, None, how.depth, how.path)
-                for node_id in ranked[k:]
-                for how in [reached[node_id]]
-            ]
-        hits = await _read_until(self.storage, ranked, k, reached, _carried(nearest), where=where)
-        lost = len(hits) < min(k, len(ranked))  # to a concurrent write
-        while lost:  # the nearest passages not reached yet fill in
-            fresh = await _new_roots(
-                self.storage, query, len(reached) + k, where, reached, stats=stats
-            )
-            if not fresh:
-                break
-            stats.candidates += len(fresh)
-            wanted = k - len(hits)
-            refill = await _read_until(
-                self.storage,
-                [hit.id for hit in fresh],
-                wanted,
+        with self.storage.reading():  # one view of the store for the whole search
+            stats = stats if stats is not None else TraversalStats()
+            stats.vector_searches += 1
+            nearest = await self.storage.search_hits(query, max(k, start_k), where)
+            reached = {
+                root.id: _Reached(0, (), root.similarity, root.outgoing)
+                for root in nearest[:start_k]
+            }
+            visited: set[TagKey] = set()
+            frontier = list(reached)
+            for hop in range(1, depth + 1):
+                carrier: dict[TagKey, str] = {}
+                for node_id in frontier:
+                    for tag in reached[node_id].outgoing - visited:
+                        carrier.setdefault(tag, node_id)
+                if not carrier:
+                    break
+                tags = sorted(carrier)
+                visited.update(tags)
+                frontier = []
+                found, _ = await self._search_tags(tags, query, adjacent_k, where, stats)
+                for tag, tag_hits in zip(tags, found, strict=True):
+                    path = (*reached[carrier[tag]].path, tag)
+                    for hit in tag_hits:
+                        if hit.id not in reached:
+                            reached[hit.id] = _Reached(hop, path, hit.similarity, hit.outgoing)
+                            frontier.append(hit.id)
+            ranked = sorted(
                 reached,
-                _carried(fresh),
-                where=where,
+                key=lambda node_id: (reached[node_id].depth, -reached[node_id].similarity, node_id),
             )
-            hits += refill
-            lost = len(refill) < min(wanted, len(fresh))
-        return hits
+            for root in nearest[start_k:]:
+                if root.id not in reached:
+                    reached[root.id] = _Reached(0, (), root.similarity, root.outgoing)
+                    ranked.append(root.id)
+            stats.candidates += len(reached)
+            if stats.keep_unselected:
+                stats.unselected = [
+                    Candidate(node_id, how.similarity, how.similarity, None, how.depth, how.path)
+                    for node_id in ranked[k:]
+                    for how in [reached[node_id]]
+                ]
+            hits = await _read_until(
+                self.storage, ranked, k, reached, _carried(nearest), where=where
+            )
+            lost = len(hits) < min(k, len(ranked))  # to a concurrent write
+            while lost:  # the nearest passages not reached yet fill in
+                fresh = await _new_roots(
+                    self.storage, query, len(reached) + k, where, reached, stats=stats
+                )
+                if not fresh:
+                    break
+                stats.candidates += len(fresh)
+                wanted = k - len(hits)
+                refill = await _read_until(
+                    self.storage,
+                    [hit.id for hit in fresh],
+                    wanted,
+                    reached,
+                    _carried(fresh),
+                    where=where,
+                )
+                hits += refill
+                lost = len(refill) < min(wanted, len(fresh))
+            return hits
 
     async def search(
         self,
@@ -267,7 +271,8 @@ class Traversal:
         selected at the depth limit is then expanded.  Nodes adjacent to `initial_roots`
         start at depth 1 and inherit full relevance from them; the roots are not returned.
         """
-        return await _Search(self, query, strategy, where, stats).run(initial_roots)
+        with self.storage.reading():
+            return await _Search(self, query, strategy, where, stats).run(initial_roots)
 
 
 class _Search:
@@ -418,7 +423,11 @@ class _Search:
         if not fresh:
             return False
         self.carried.update(_carried(fresh))
-        self.selector.add([hit.id for hit in fresh], np.array([hit.embedding for hit in fresh]))
+        self.selector.add(
+            [hit.id for hit in fresh],
+            [hit.embedding for hit in fresh],
+            similarity=[hit.similarity for hit in fresh],
+        )
         self.stats.candidates += len(fresh)
         return True
 
@@ -497,9 +506,10 @@ class _Search:
         if admitted:
             self.selector.add(
                 [hit.id for _, hit, _, _, _, _ in admitted],
-                np.array([hit.embedding for _, hit, _, _, _, _ in admitted]),
-                np.array([relevance for relevance, *_ in admitted], dtype=np.float32),
+                [hit.embedding for _, hit, _, _, _, _ in admitted],
+                [relevance for relevance, *_ in admitted],
                 [cited_by for *_, cited_by in admitted],
+                [hit.similarity for _, hit, _, _, _, _ in admitted],
             )
             self.stats.candidates += len(admitted)
         overdue = [node_id for node_id in self.selected if self._expandable(node_id)]

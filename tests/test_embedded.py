@@ -12,7 +12,8 @@ from graphstore.errors import InvalidInputError, StoreOpenError
 from graphstore.filters import EVERYTHING
 from graphstore.links import Link
 from graphstore.nodes import Node, StoredNode, unit
-from graphstore.store import run_sync
+from graphstore.store import GraphStore, run_sync
+from graphstore.traversal import TraversalStats
 
 EARLIER_TAGS_TABLE = """
 DROP TABLE tags;
@@ -182,4 +183,53 @@ def test_repair_mends_tag_rows_that_disagree_with_the_node_rows(tmp_path: Path):
     assert run_sync(storage.check()) == []
     assert tag_rows(path) == [("kw", "x", "a"), ("kw", "x", "b"), ("kw", "y", "a")]
     assert run_sync(storage.repair()) == []
+    run_sync(storage.close())
+
+
+def tag_hit_ids(storage: EmbeddedStorage, tag: str) -> list[str]:
+    hits = run_sync(storage.search_tag(("kw", tag), unit([1.0, 0.0]), 5, EVERYTHING))
+    return sorted(hit.id for hit in hits)
+
+
+def test_reads_in_a_reading_span_rank_with_the_index_taken_at_its_start(tmp_path: Path):
+    """A search ranks with one version of the index: another connection's write committed
+    during the span shows after it; this connection's own writes show at once."""
+    path = tmp_path / "store.db"
+    reader, writer = EmbeddedStorage(path), EmbeddedStorage(path)
+    run_sync(reader.upsert([stored("a", "t")]))
+    with reader.reading():
+        run_sync(writer.upsert([stored("b", "t")]))
+        assert tag_hit_ids(reader, "t") == ["a"]
+        roots = run_sync(reader.search_hits(unit([1.0, 0.0]), 5, EVERYTHING))
+        assert [hit.id for hit in roots] == ["a"]
+        run_sync(reader.upsert([stored("c", "t")]))
+        assert tag_hit_ids(reader, "t") == ["a", "b", "c"]
+    run_sync(writer.upsert([stored("d", "t")]))
+    assert tag_hit_ids(reader, "t") == ["a", "b", "c", "d"]
+    run_sync(reader.close())
+    run_sync(writer.close())
+
+
+def test_a_graph_search_checks_for_other_connections_writes_once(tmp_path: Path):
+    """Each check is an SQLite statement (`PRAGMA data_version`); a default search made one
+    per storage call (roots, each wave of tags, the final read), now one for the search
+    besides the one that reads the store's dimension to check the query vector."""
+    storage = EmbeddedStorage(tmp_path / "store.db")
+    store = GraphStore(None, storage)
+    chain = [("a", "x"), ("b", "x", "y"), ("c", "y", "z"), ("d", "z")]
+    store.add_nodes(
+        [
+            Node(node_id, node_id, {}, {Link.bidir("kw", t) for t in tags})
+            for node_id, *tags in chain
+        ],
+        vectors=[[1.0, 0.0], [0.6, 0.8], [0.0, 1.0], [-0.6, 0.8]],
+    )
+    checks: list[str] = []
+    storage._db.set_trace_callback(
+        lambda statement: checks.append(statement) if "data_version" in statement else None
+    )
+    stats = TraversalStats()
+    assert len(store.search([1.0, 0.0], k=3, stats=stats)) == 3
+    assert stats.tag_waves >= 1
+    assert checks == ["PRAGMA data_version"] * 2
     run_sync(storage.close())

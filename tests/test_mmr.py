@@ -172,3 +172,17 @@ def test_a_candidate_is_not_redundant_with_the_selection_that_cites_it():
     # Every later selection counts in full, the citing one still does not.
     selector.add(["other"], other[None, :], np.array([0.5], dtype=np.float32), ["singer"])
     assert selector.scores()[3] == pytest.approx(0.45 - 0.1 * float(other @ song), abs=1e-6)
+
+
+def test_similarities_a_caller_knows_are_kept_aligned_when_some_ids_are_known(pool):
+    """The traversal passes the similarities its storage computed with the hits; an add that
+    repeats known ids keeps each new candidate's own value."""
+    query, embeddings = pool
+    selector = MmrSelector(query, 1.0)
+    selector.add(["a"], embeddings[:1], similarity=[0.5])
+    selector.add(["a", "b"], [embeddings[0], embeddings[1]], similarity=[0.9, 0.25])
+    picks = [selector.pop_best(), selector.pop_best()]
+    assert [(pick.id, pick.similarity, pick.relevance) for pick in picks] == [
+        ("a", 0.5, 0.5),
+        ("b", 0.25, 0.25),
+    ]
