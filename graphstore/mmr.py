@@ -130,7 +130,7 @@ class MmrSelector:
         position.update(zip(ids, range(start, end), strict=True))
         self._ids.extend(ids)
         rows = self._embeddings[start:end]
-        np.stack(embeddings, out=rows)
+        rows[:] = embeddings
         known = self._similarity[start:end]
         if similarity is None:
             np.matmul(rows, self.query, out=known)
