@@ -224,6 +224,19 @@ class _Index:
             self._leads[slot] = known
         return known
 
+    def tag_hits(self, ranked: Sequence[Sequence[tuple[int, float]]]) -> list[list[TagHit]]:
+        """Ranked `(slot, score)` pages as hits: embeddings copied in one gather, and the
+        tags that lead on (`leads`) read from its cache where known."""
+        rows = iter(self.matrix[[slot for page in ranked for slot, _ in page]])
+        ids, known, leads = self.ids, self._leads, self.leads
+        return [
+            [
+                TagHit(ids[slot] or "", next(rows), known.get(slot) or leads(slot), score)
+                for slot, score in page
+            ]
+            for page in ranked
+        ]
+
     def allowed(self, where: Condition) -> Mask | None:
         """Which slots pass `where` (None: all, no filter): computed once per search call."""
         return self.filters.mask(where, len(self.ids))
@@ -693,13 +706,7 @@ class EmbeddedStorage(Storage):
             self._fresh()
             index = self._index
             allowed = index.allowed(where)
-            ranked = index.nearest_in_tags(vector, k, tags, allowed)
-            rows = iter(index.matrix[[slot for page in ranked for slot, _ in page]])  # one copy
-            ids, leads = index.ids, index.leads
-            found = [
-                [TagHit(ids[slot] or "", next(rows), leads(slot), score) for slot, score in page]
-                for page in ranked
-            ]
+            found = index.tag_hits(index.nearest_in_tags(vector, k, tags, allowed))
             if sizes is not None and allowed is None:
                 postings = index.postings
                 sizes.update((tag, len(postings.get(tag, ()))) for tag in tags if tag is not None)

@@ -457,6 +457,7 @@ class _Search:
         new: dict[str, tuple[float, TagHit, TagKey, _Reached, Paths | None, str | None]] = {}
         reached, anchors, selector = self.reached, self.anchors, self.selector
         kinds = strategy.structural_kinds
+        shortened = False
         for tag, (tag_hits, size) in zip(tags, pages, strict=True):
             tag_carriers = carriers[tag]
             parent = tag_carriers[0]
@@ -495,6 +496,7 @@ class _Search:
                     self._inherit(hit.id, known.depth, min(known.depth, depth), ways)
                 if depth < known.depth:
                     reached[hit.id] = how.step(tag, hit)
+                    shortened |= hit.id in self.selected
         admitted = sorted(
             new.values(), key=lambda item: (-item[0], -item[1].similarity, item[1].id)
         )
@@ -512,8 +514,8 @@ class _Search:
                 [hit.similarity for _, hit, _, _, _, _ in admitted],
             )
             self.stats.candidates += len(admitted)
-        overdue = [node_id for node_id in self.selected if self._expandable(node_id)]
-        if overdue:
+        if shortened:  # a selected passage may be under the depth limit now
+            overdue = [node_id for node_id in self.selected if self._expandable(node_id)]
             await self.expand(overdue)
 
     def _inherit(self, node_id: str, depth: int, depth_after: int, paths: Paths) -> None:
