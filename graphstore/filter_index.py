@@ -89,7 +89,7 @@ class FilterIndex:
 
     def mask(self, condition: Condition, size: int) -> Mask | None:
         """Which of slots 0..size-1 pass `condition` (None: every slot, no filter)."""
-        if condition == EVERYTHING:
+        if condition is EVERYTHING or condition == EVERYTHING:  # the first test is the cheap one
             return None
         return self._mask(condition, size)
 

@@ -148,7 +148,7 @@ class MmrSelector:
             ]
             for row, rank in citations:
                 redundancy[row, rank] = -np.inf
-            redundancy.max(axis=1, out=penalty)
+            np.maximum.reduce(redundancy, axis=1, out=penalty)
             if citations:
                 penalty[penalty == -np.inf] = 0.0  # cited by the only selection: nothing redundant
             penalty *= self._redundancy_weight
