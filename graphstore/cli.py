@@ -542,6 +542,7 @@ async def _command(
             card_share=args.card_share,
             **_given_options(args),
         )
+        context.check_shown()
         print(context.text)
         print(
             f"\n({_count(len(context.cards), 'card')}, {_count(len(context.hits), 'passage')}, "

@@ -211,6 +211,7 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
                 as_of_chapter=as_of_chapter,
                 card_share=card_share,
             )
+            context.check_shown()
             return context.text
 
     @server.tool()

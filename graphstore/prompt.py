@@ -72,6 +72,18 @@ class PromptContext:
     budget: int
     cards: list[SceneCard] = field(default_factory=list)
     """The cards shown, in order."""
+    needed: int | None = None
+    """When cards or passages were found and none fit: the budget the shortest needs."""
+
+    def check_shown(self) -> None:
+        """A one-line error when something was found and nothing fit the budget, naming
+        the budget that would show the shortest (the command line and MCP: an empty
+        block with no reason looked like an empty store)."""
+        if self.needed is not None:
+            raise InvalidInputError(
+                f"nothing fits in {self.budget} tokens: the shortest card or passage found "
+                f"needs {self.needed}; give a budget of at least {self.needed}"
+            )
 
 
 def assemble(
@@ -120,6 +132,7 @@ def assemble(
         count(filled.text),
         budget,
         [by_card[entry.id] for entry in shown_cards],
+        filled.needed,
     )
 
 

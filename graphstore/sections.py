@@ -60,6 +60,8 @@ class Filled:
 
     text: str
     chosen: list[list[Entry]]
+    needed: int | None = None
+    """When entries were offered and none fit: the budget the shortest needs alone."""
 
 
 def limits(shares: Sequence[float], budget: int) -> list[int]:
@@ -207,4 +209,15 @@ def fill(
             take(index, entry, budget)
     chosen = [story_order(entries) for entries in kept]
     titled = [(section.title, entries) for section, entries in zip(sections, chosen, strict=True)]
-    return Filled(render(titled, template, separator), chosen)
+    needed = None
+    if not any(chosen):  # every entry offered was longer alone than the whole budget
+        last = len(sections) - 1
+        offered = [
+            entry
+            for index, section in enumerate(sections)
+            if section.share or index == last
+            for entry in section.entries
+        ]
+        alone = [_tokens(count, render([("", [entry])], template, separator)) for entry in offered]
+        needed = min(alone, default=None)
+    return Filled(render(titled, template, separator), chosen, needed)

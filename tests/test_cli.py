@@ -554,6 +554,20 @@ def test_filter_expressions_narrow_search_and_prompt(ingested, capsys):
     assert all(int(position) >= 3 for position in cited)
 
 
+def test_a_budget_nothing_fits_is_an_error_naming_the_budget_that_would_show_one(ingested, capsys):
+    """It printed blank lines and "(0 cards, 0 passages, 0 of 5 tokens)", as for an empty
+    store."""
+    capsys.readouterr()
+    scene = ["--store", str(ingested), "prompt", "closing files after an exception"]
+    assert main([*scene, "--budget", "5"]) == 2
+    error = capsys.readouterr().err
+    needed = int(re.search(r"give a budget of at least (\d+)", error).group(1))
+    assert error.startswith("graphstore: error: nothing fits in 5 tokens: the shortest card")
+    assert main([*scene, "--budget", str(needed)]) == 0
+    assert "1 passage, " in capsys.readouterr().err
+    assert main([*scene, "--budget", str(needed - 1)]) == 2
+
+
 def test_a_sections_value_of_the_users_own_prints_as_given(tmp_path, capsys):
     """Metadata `section` that graphstore did not write (a number, a string, mixed items)
     used to end `search` in a TypeError, or print a string one character a line."""

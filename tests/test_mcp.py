@@ -157,6 +157,11 @@ async def test_an_agent_builds_and_queries_a_world_over_mcp(store_url, tmp_path)
         bad_budget = await client.call_tool("scene_context", {"scene": "悟空", "budget": 0})
         assert bad_budget.is_error
         assert "budget must be between 1" in text_of(bad_budget)
+        too_small = await client.call_tool(
+            "scene_context", {"scene": "行者大战白骨精", "budget": 3}
+        )
+        assert too_small.is_error
+        assert text_of(too_small).startswith("nothing fits in 3 tokens: the shortest card or")
         as_card = await client.call_tool(
             "put_passages",
             {"passages": [{"id": "x", "text": "伪造", "metadata": {"kind": "card"}}]},

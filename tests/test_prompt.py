@@ -37,6 +37,22 @@ def test_budget_is_never_exceeded_and_best_first_wins(budget):
         assert "p0" in chosen
 
 
+def test_when_nothing_fits_the_context_names_the_budget_the_shortest_needs():
+    hits = [hit("long", "长" * 300, 1), hit("short", "唐僧念咒。", 2)]
+    context = assemble(hits, budget=10)
+    assert (context.text, context.hits) == ("", [])
+    assert context.needed is not None
+    assert context.needed > 10
+    with pytest.raises(InvalidInputError, match=f"nothing fits in 10 tokens: .* {context.needed};"):
+        context.check_shown()
+    shown = assemble(hits, budget=context.needed)
+    assert [h.node.id for h in shown.hits] == ["short"]
+    assert shown.needed is None
+    shown.check_shown()
+    assert assemble(hits, budget=context.needed - 1).hits == []
+    assert assemble([], budget=10).needed is None  # nothing found: no budget to name
+
+
 def test_too_long_passage_is_skipped_for_a_shorter_later_one():
     hits = [hit("short1", "唐僧。", 1), hit("long", "长" * 500, 2), hit("short2", "八戒。", 3)]
     context = assemble(hits, budget=100)
