@@ -115,6 +115,8 @@ def check_layout(budget: Any, template: Any, separator: Any) -> None:
     check_count("budget", budget, 1, MAX_BUDGET)
     if not isinstance(template, str) or not isinstance(separator, str):
         raise InvalidInputError("the prompt template and separator must be strings")
+    if not template.strip():  # every entry would render as nothing, and fit
+        raise InvalidInputError("the prompt template is empty: give at least {text}")
     try:
         parsed = [(name, spec) for _, name, spec, _ in string.Formatter().parse(template)]
     except ValueError as error:

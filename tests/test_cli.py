@@ -332,6 +332,7 @@ def test_show_prints_links(ingested, capsys):
         (["stats", "--top", "-1"], "--top must be between 0 and"),
         (["prompt", "x", "--template", "{text:>100000000}"], "padded or cut to 100000000"),
         (["prompt", "x", "--template", "{number:.99999}"], "at most 1000"),
+        (["prompt", "x", "--template", " "], "the prompt template is empty: give at least {text}"),
         (["search", "x", "--mode", "similarity", "--debug"], "--debug does not apply"),
         (
             ["ingest", str(SAMPLE), "--entity-labels", "person"],
