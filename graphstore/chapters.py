@@ -85,10 +85,11 @@ NFKC form with character references resolved (`第１２章`, `Chapter&nbsp;6`).
 word joined to another by a hyphen is the whole number or none (`Chapter Twenty-First` is
 no chapter 20).  A volume (卷) holds chapters and a section (节) is part of one: neither
 starts a chapter, so in 第一卷 › 第三章 › 第一节 the passage is in chapter 3."""
-HEADING_END = re.compile(r"[\s:：.．、,，;；!！?？—–\-·(（]|$")
+HEADING_END = re.compile(r"[\s:：.．。、,，;；!！?？—–\-·~～(（\[【〔《〈「『\"“'‘]|$")
 """What follows a chapter's number on a plain-text heading line: a space, a punctuation
-mark or the line's end (`第二章：重逢`, `Chapter 2: The Storm`), so that a line of prose
-that starts like one (`第一回合，…`) is no heading."""
+mark, an opening bracket or quote, or the line's end (`第二章：重逢`, `第一章《开端》`,
+`第三章「重逢」`, `Chapter 2: The Storm`), so that a line of prose that starts like one
+(`第一回合，…`) is no heading."""
 ROMAN = re.compile(r"m{0,3}(cm|cd|d?c{0,3})(xc|xl|l?x{0,3})(ix|iv|v?i{0,3})")
 ROMAN_VALUES = {"m": 1000, "d": 500, "c": 100, "l": 50, "x": 10, "v": 5, "i": 1}
 

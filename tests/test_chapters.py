@@ -114,6 +114,24 @@ def test_chapter_headings_followed_by_punctuation_or_in_words_start_chapters():
     ]
 
 
+def test_chinese_headings_followed_by_a_bracket_quote_or_full_stop_start_chapters():
+    """Web novels title chapters `第一章《开端》` or `第二章「重逢」`: these were text, so every
+    passage before `第四章：终` was read as chapter 4's front matter."""
+    text = (
+        "第一章《开端》\n少年离开了家乡。\n\n第二章「重逢」\n少年与师父重逢。\n\n"
+        "第三章。决战\n少年击败了魔王。\n\n第四章【终】\n尾声。\n\n第五章～\n完。\n"
+    )
+    nodes = [to_node(passage, set()) for passage in split_text("s.txt", text, 40)]
+    assert [node.metadata["chapter"] for node in nodes] == [1, 2, 3, 4, 5]
+    assert [node.text.split("\n")[0] for node in nodes] == [
+        "第一章《开端》",
+        "第二章「重逢」",
+        "第三章。决战",
+        "第四章【终】",
+        "第五章～",
+    ]
+
+
 def test_markdown_passages_take_the_innermost_chapter_heading():
     text = "# Book\nintro\n\n## Chapter 1\nbody\n\n### A scene\nmore\n"
     passages = split_markdown("book.md", text, 1000)
