@@ -110,8 +110,10 @@ def _text(where: str, value: Any, *, limit: int | None = None) -> str:
 
 
 def _value(where: str, value: Any) -> Value:
+    if value == []:
+        raise InvalidInputError(f"{where} is an empty list: give a value, or leave it out")
     items = value if isinstance(value, list) else [value]
-    for item in items or [None]:
+    for item in items:
         if (
             not isinstance(item, (str, int, float, bool))
             or (isinstance(item, str) and not item.strip())
@@ -217,13 +219,18 @@ def check_names(cards: Iterable[Card]) -> list[Card]:
     return listed
 
 
+def _scalar(value: Scalar) -> str:
+    """A value as the card gives it: true/false as YAML and JSON write them, not Python."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
 def _join(items: Sequence[Scalar]) -> str:
-    texts = [str(item) for item in items]
+    texts = [_scalar(item) for item in items]
     return ("、" if any(is_cjk(char) for text in texts for char in text) else ", ").join(texts)
 
 
 def _shown(value: Value) -> str:
-    return _join(value) if isinstance(value, list) else str(value)
+    return _join(value) if isinstance(value, list) else _scalar(value)
 
 
 def fact_as_of(facts: Sequence[Fact], chapter: int | None) -> Fact | None:

@@ -81,7 +81,8 @@ class PromptContext:
         block with no reason looked like an empty store)."""
         if self.needed is not None:
             raise InvalidInputError(
-                f"nothing fits in {self.budget} tokens: the shortest card or passage found "
+                f"nothing fits in {self.budget} token{'s' if self.budget != 1 else ''}: "
+                "the shortest card or passage found "
                 f"needs {self.needed}; give a budget of at least {self.needed}"
             )
 

@@ -94,6 +94,16 @@ def test_dated_values_may_come_in_any_order_and_lists_are_one_value():
     assert render_card(card, 5) == "Tripitaka"
 
 
+def test_true_and_false_show_as_the_card_writes_them():
+    """They showed as Python's True and False."""
+    card = card_from_mapping(
+        {"name": "Bob", "attributes": {"alive": True, "wed": [{"value": False, "chapter": 2}]}}
+    )
+    assert render_card(card, 3) == "Bob\nalive: true\nwed: false"
+    listed = card_from_mapping({"name": "Bob", "attributes": {"flags": [True, "x"]}})
+    assert render_card(listed) == "Bob\nflags: true, x"
+
+
 def test_yaml_file_may_hold_one_card_or_a_list():
     one = parse_yaml_cards("name: 白骨精\naliases: 尸魔\n", "白骨精.yaml")
     assert [(c.name, c.aliases) for c in one] == [("白骨精", ("尸魔",))]
@@ -139,7 +149,9 @@ def test_the_shipped_xiyouji_cards_parse():
         ("name: x\nattributes: {w: {value: a, since: 3}}\n", "each dated value is"),
         ("name: x\nattributes: {w: {chapter: 3}}\n", "each dated value is"),
         ("name: x\nattributes: {w: ''}\n", "attribute w must be text, a number"),
-        ("name: x\nattributes: {w: []}\n", "attribute w must be text, a number"),
+        # It said "not None" of a value that is the empty list.
+        ("name: x\nattributes: {w: []}\n", "attribute w is an empty list: give a value, or"),
+        ("name: x\nattributes: {w: {value: [], chapter: 5}}\n", "attribute w is an empty list"),
         (
             "name: x\nattributes: {w: 2020-01-01}\n",
             "attribute w must be text, a number, true/false or a list of them, not the date "

@@ -51,6 +51,8 @@ def test_when_nothing_fits_the_context_names_the_budget_the_shortest_needs():
     shown.check_shown()
     assert assemble(hits, budget=context.needed - 1).hits == []
     assert assemble([], budget=10).needed is None  # nothing found: no budget to name
+    with pytest.raises(InvalidInputError, match="nothing fits in 1 token: "):
+        assemble(hits, budget=1).check_shown()
 
 
 def test_too_long_passage_is_skipped_for_a_shorter_later_one():
