@@ -85,6 +85,8 @@ INLINE = frozenset(
 (a div, a section, a list) ends a run of loose text, as a browser starts a new line."""
 HIDDEN = ("head", "title", "script", "style", "template")
 """Elements whose content a browser does not show as page text."""
+NOT_DISPLAYED = re.compile(r"(?:^|;)\s*display\s*:\s*none\s*(?:!important\s*)?(?:;|$)", re.I)
+"""An inline style that hides its element (`style="display: none"`)."""
 SENTENCE = re.compile(
     r".*?(?:(?<![.!?])[.!?]++[”’\"'」』）)\]]*+(?:\s+|\Z)|[。！？；]+[”’\"'」』）)\]]*\s*|\Z)",
     re.DOTALL,
@@ -521,12 +523,23 @@ def _code(text: str) -> str:
     return text.replace("¶", "").strip("\r\n").rstrip()
 
 
+def _not_shown(element: Tag) -> bool:
+    """An element a browser does not render: `hidden`, or an inline `display: none`.
+    (`aria-hidden` hides from screen readers only; such text is on the page.)"""
+    style = element.get("style")
+    return element.has_attr("hidden") or (
+        isinstance(style, str) and NOT_DISPLAYED.search(style) is not None
+    )
+
+
 def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
     """HTML: the main content's blocks grouped by heading, each passage keeping its markup."""
     from bs4 import BeautifulSoup, Tag
 
     check_max_chars(max_chars)
     soup = BeautifulSoup(text, "html.parser")
+    for hidden in soup.find_all(_not_shown):  # `hidden`: a browser does not render it
+        hidden.decompose()
     root = soup.find(role="main") or soup.find("main") or soup.body or soup
     assert isinstance(root, Tag)
     path: list[str] = []

@@ -151,6 +151,20 @@ def test_html_loose_text_keeps_its_links_and_hidden_content_stays_out():
     assert "href='b.html'" in (passages[0].markup or "").replace('"', "'")
 
 
+def test_html_elements_a_browser_does_not_render_stay_out():
+    """`hidden` and an inline `display: none` were ingested as text; `aria-hidden` text is
+    on the page (hidden from screen readers only) and stays."""
+    html = (
+        "<main><h1>T</h1><p>shown</p><p hidden>SECRET one</p>"
+        "<div style='color: red; display : none !important'>SECRET <b>two</b></div>"
+        "<section hidden><h2>SECRET three</h2><p>under it</p></section>"
+        "<p aria-hidden='true'>decorative</p><p style='display: nonesuch'>kept</p></main>"
+    )
+    passages = split_html("p.html", html, 1000)
+    assert [(p.text, p.section) for p in passages] == [("T\n\nshown\n\ndecorative\n\nkept", ("T",))]
+    assert "SECRET" not in "".join(p.markup or "" for p in passages)
+
+
 def test_a_long_line_is_cut_between_words(tmp_path):
     """A line longer than max_chars with no sentence end used to be cut every max_chars
     characters, in the middle of words ('…longline l' | 'ongline …')."""
