@@ -349,6 +349,8 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
             flag = "--" + option.replace("_", "-")
             raise InvalidInputError(f"{flag} applies to --links {' or '.join(sorted(users))} only")
     if names == ["none"]:
+        if args.max_tag_df is not None:  # it drops frequent tags: with no links, none
+            raise InvalidInputError("--max-tag-df applies to ingests with links, not --links none")
         return []
     if not names:  # an empty --links would strip the links of passages ingested again
         raise InvalidInputError(

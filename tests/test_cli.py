@@ -309,6 +309,10 @@ def test_show_prints_links(ingested, capsys):
         (["ingest", "/no/such/folder"], "does not exist"),
         (["ingest", str(SAMPLE), "--links", "telepathy"], "unknown link extractor 'telepathy'"),
         (["ingest", str(SAMPLE), "--links", "none,hyperlinks"], "--links none means no links"),
+        (
+            ["ingest", str(SAMPLE), "--links", "none", "--max-tag-df", "0.5"],
+            "--max-tag-df applies to ingests with links, not --links none",
+        ),
         (["search", "x", "-k", "0"], "-k must be between 1 and 1000"),
         (["search", "x", "--lambda", "2"], "--lambda must be between 0 and 1, got 2.0"),
         (["search", "x", "--fetch-k", "0"], "--fetch-k must be between 1 and 1000, got 0"),
