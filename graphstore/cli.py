@@ -18,7 +18,6 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -47,7 +46,7 @@ from graphstore.location import (
     store_location,
 )
 from graphstore.models import E5Model, load_model, load_recorded
-from graphstore.nodes import Hit, Node, hit_json
+from graphstore.nodes import Hit, Node, candidate_json, hit_json
 from graphstore.prompt import CARD_SHARE, DEFAULT_TEMPLATE, PROMPT_K, awriter_context
 from graphstore.recorded_files import gone_files, ingested_from, recorded_files
 from graphstore.redaction import redact
@@ -194,7 +193,9 @@ def _parser() -> argparse.ArgumentParser:
     prompt = commands.add_parser("prompt", help="passages for a writer's prompt about a scene")
     prompt.add_argument("scene")
     prompt.add_argument("--budget", type=int, default=1500, help="token budget of the block")
-    prompt.add_argument("-k", type=int, default=PROMPT_K, help="passages searched for")
+    prompt.add_argument(
+        "-k", type=int, default=PROMPT_K, help=f"passages searched for (default {PROMPT_K})"
+    )
     _strategy_options(prompt)
     _as_of_option(prompt, "only passages of chapter N or earlier; cards as they stand in N")
     _filter_option(prompt)
@@ -433,7 +434,7 @@ async def _search(
         print("no results")
     for candidate in stats.unselected:
         if args.json:
-            print(json.dumps({"unselected": True, **asdict(candidate)}, ensure_ascii=False))
+            print(json.dumps(candidate_json(candidate), ensure_ascii=False))
         else:
             mmr = "" if candidate.mmr_score is None else f"  mmr {candidate.mmr_score:.3f}"
             print(

@@ -99,6 +99,22 @@ def hit_json(hit: Hit) -> dict[str, Any]:
     }
 
 
+def candidate_json(candidate: Candidate) -> dict[str, Any]:
+    """A candidate that lost, for scripts: `hit_json`'s keys but metadata and text (not
+    read), and `unselected` true."""
+    return {
+        "unselected": True,
+        "id": candidate.id,
+        "score": candidate.score,
+        "similarity": candidate.similarity,
+        "mmr_score": candidate.mmr_score,
+        "depth": candidate.depth,
+        "via": candidate.path[-1] if candidate.path else None,
+        "path": candidate.path,
+        "raised_by": candidate.raised_by,
+    }
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A passage a graph search considered and did not return, with its scores (for

@@ -523,6 +523,9 @@ def test_search_json_gives_one_object_per_hit_and_debug_the_losers(ingested, cap
     assert all(row["score"] >= row["similarity"] - 1e-6 for row in hits)
     assert any(row["path"] for row in hits + losers)
     assert losers
+    # The losers' lines have the hits' keys but the text and metadata they never read.
+    assert all(set(row) == set(hits[0]) - {"metadata", "text"} | {"unselected"} for row in losers)
+    assert all(row["via"] == (row["path"][-1] if row["path"] else None) for row in losers)
     # A candidate's MMR score only falls as passages are selected: none that lost beats the
     # score the last hit was selected with.
     assert all(loser["mmr_score"] <= hits[-1]["mmr_score"] + 1e-6 for loser in losers)

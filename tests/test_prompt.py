@@ -138,7 +138,9 @@ def test_template_is_customizable():
             {"template": "{text:>{number}{number}{number}{number}}"},
             "bad prompt template: a field's format holds another field",
         ),
-        ({"count": lambda text: "3"}, "the token counter must return an integer, not '3'"),
+        ({"count": lambda text: "3"}, "the token counter must return an integer ≥ 0, not '3'"),
+        # A negative count let the block grow past any budget.
+        ({"count": lambda text: -len(text)}, "the token counter must return an integer ≥ 0"),
     ],
 )
 def test_bad_layout_is_a_one_line_error(options, message):
