@@ -100,8 +100,8 @@ def hit_json(hit: Hit) -> dict[str, Any]:
 
 
 def candidate_json(candidate: Candidate) -> dict[str, Any]:
-    """A candidate that lost, for scripts: `hit_json`'s keys but metadata and text (not
-    read), and `unselected` true."""
+    """A candidate that lost, for scripts: `hit_json`'s keys except metadata and text
+    (a search never reads them for a loser), and `unselected` true."""
     return {
         "unselected": True,
         "id": candidate.id,

@@ -142,11 +142,10 @@ def check_layout(budget: Any, template: Any, separator: Any) -> None:
 
 
 def _tokens(count: TokenCounter, text: str) -> int:
+    """`count(text)`, checked: a negative count would let the block grow past any budget."""
     tokens = count(text)
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        raise InvalidInputError(
-            f"the token counter must return an integer ≥ 0, not {tokens!r}"
-        )  # a negative count would let the block grow past any budget
+        raise InvalidInputError(f"the token counter must return an integer ≥ 0, not {tokens!r}")
     return tokens
 
 
