@@ -22,6 +22,7 @@ from graphstore import GraphStore, Link, Node, vector_codec
 from graphstore.cassandra import CassandraStorage, parse_url
 from graphstore.cassandra.consistency import Consistency
 from graphstore.cassandra.rows import ranked_groups
+from graphstore.cassandra.schema import placements
 from graphstore.cassandra.session import key_chunks, retry_pauses, said, transient
 from graphstore.cassandra.tag_reads import IN_TAGS
 from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
@@ -215,6 +216,38 @@ def test_names_that_are_not_identifiers_are_refused(name):
 def test_replication_maps_that_could_inject_cql_are_refused(replication):
     with pytest.raises(InvalidInputError):
         CassandraStorage.connect(["127.0.0.1"], keyspace="ks", replication=replication)
+
+
+@pytest.mark.parametrize(
+    ("replication", "nodes", "level", "refused"),
+    [
+        ({"class": "SimpleStrategy", "replication_factor": "3"}, {"dc1": 1}, "LOCAL_QUORUM", True),
+        ({"class": "SimpleStrategy", "replication_factor": "3"}, {"dc1": 2}, "LOCAL_QUORUM", False),
+        ({"class": "SimpleStrategy", "replication_factor": "3"}, {"dc1": 2}, "ALL", True),
+        ({"class": "SimpleStrategy", "replication_factor": "3"}, {"dc1": 1}, "ONE", False),
+        ({"class": "SimpleStrategy", "replication_factor": "1"}, {"dc1": 3}, "TWO", True),
+        ({"class": "SimpleStrategy", "replication_factor": "2"}, {"a": 1, "b": 1}, "TWO", False),
+        (
+            {"class": "org.apache.cassandra.locator.NetworkTopologyStrategy", "a": "3", "b": "1"},
+            {"a": 1, "b": 5},
+            "LOCAL_QUORUM",
+            False,  # a client in b finds its quorum of 1
+        ),
+        (
+            {"class": "org.apache.cassandra.locator.NetworkTopologyStrategy", "a": "3/1"},
+            {"a": 1, "b": 5},
+            "LOCAL_QUORUM",
+            True,  # b holds none of the keyspace
+        ),
+    ],
+)
+def test_levels_no_request_can_meet_on_the_clusters_nodes_are_found(
+    replication, nodes, level, refused
+):
+    """A replication factor above the nodes a data centre has keeps fewer replicas than it
+    says: a quorum of 3 on one node waits for a second replica that does not exist."""
+    beyond = Consistency.of(level).beyond(placements(replication, nodes))
+    assert beyond == (level if refused else None)
 
 
 def test_urls_are_parsed_without_leaking_the_password(monkeypatch):

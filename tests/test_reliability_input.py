@@ -851,6 +851,7 @@ def test_case14_a_failed_ingest_leaves_no_new_keyspace(models, tmp_path, capsys)
     [
         ("consistency=THREE", "consistency THREE needs 3 replicas of each row, but keyspace"),
         ("read_consistency=THREE", "consistency THREE needs 3 replicas of each row, but keyspace"),
+        ("replication_factor=3", "consistency LOCAL_QUORUM needs 2 replicas of each row, but"),
     ],
 )
 def test_case14_a_store_the_cluster_cannot_open_leaves_no_new_keyspace(
@@ -859,7 +860,9 @@ def test_case14_a_store_the_cluster_cannot_open_leaves_no_new_keyspace(
     """On one node, reading the new store's schema at consistency THREE failed after the
     keyspace was made, and the keyspace stayed (a keyspace that already holds a table is
     left: another process may have started using it).  The schema is read at ONE now, and a
-    level that the keyspace's replication factor can never meet is refused at once."""
+    level that the keyspace's replication factor can never meet is refused at once; so is a
+    replication factor of 3 on this one node, where a quorum waited for a replica that did
+    not exist ("1 of 2 alive", after the keyspace was made)."""
     (tmp_path / "a.md").write_text("# A\n\nText.\n")
     keyspace = f"new_{uuid.uuid4().hex[:8]}"
     url = f"cassandra://{cassandra_contact()}/{keyspace}"

@@ -24,6 +24,7 @@ every level is the same.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from graphstore.errors import InvalidInputError
@@ -74,11 +75,14 @@ class Consistency:
             return value
         return cls(read=value, write=value)
 
-    def beyond(self, replicas: int) -> str | None:
-        """A level of these that needs more replicas than a keyspace keeps of each row
-        (`TWO` or `THREE` above its replication factor): no request at it can ever succeed."""
+    def beyond(self, placements: Sequence[tuple[int, int]]) -> str | None:
+        """A level of these that waits for more replicas of a row than can answer in any data
+        centre; `placements` has, for each data centre the keyspace replicates to, the
+        replicas it keeps there and those its nodes can hold (a factor of 3 on one node
+        holds 1, and a quorum of 3 is 2; `TWO` or `THREE` above the factor never succeed).
+        No request at such a level can succeed until the cluster grows."""
         for level in (self.read, self.write):
-            if FIXED_REPLICAS.get(level, 0) > replicas:
+            if all(replicas_needed(level, kept) > held for kept, held in placements):
                 return level
         return None
 
@@ -86,3 +90,15 @@ class Consistency:
     def ann(self) -> str:
         """The level Cassandra 5.0 runs ANN queries at, given `read`."""
         return "LOCAL_ONE" if self.read.startswith("LOCAL_") else "ONE"
+
+
+def replicas_needed(level: str, replicas: int) -> int:
+    """How many replicas of a row a request at `level` waits for, when `replicas` are kept
+    in one data centre (the quorums counted there)."""
+    if level in FIXED_REPLICAS:
+        return FIXED_REPLICAS[level]
+    if level == "ALL":
+        return replicas
+    if level.endswith("QUORUM"):
+        return replicas // 2 + 1
+    return 1

@@ -101,6 +101,29 @@ def replication_cql(replication: Mapping[str, str | int] | None) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
+def placements(
+    replication: Mapping[str, str | int], nodes: Mapping[str, int]
+) -> list[tuple[int, int]]:
+    """For each data centre a keyspace replicates to, the replicas of a row it keeps there
+    and how many of them the cluster's nodes can hold, from the keyspace's `replication` map
+    and the `nodes` of each data centre.  A SimpleStrategy places its replicas on any
+    nodes (one entry), a NetworkTopologyStrategy on the nodes of each data centre it names."""
+    if str(replication.get("class", "")).endswith("NetworkTopologyStrategy"):
+        return [
+            (factor, min(factor, nodes.get(key, 0)))
+            for key, value in replication.items()
+            if key != "class" and (factor := _factor(value)) is not None
+        ]
+    factor = replication_factor(replication)
+    return [(factor, min(factor, sum(nodes.values())))]
+
+
+def _factor(value: str | int) -> int | None:
+    """A data centre's replica count from a replication map value (`3`, `'3'`, `'3/1'`)."""
+    count = str(value).split("/")[0]
+    return int(count) if count.isdigit() else None
+
+
 def replication_factor(replication: Mapping[str, str | int]) -> int:
     """The most replicas a keyspace keeps of a row in one data centre.
 
@@ -109,8 +132,8 @@ def replication_factor(replication: Mapping[str, str | int]) -> int:
     `'3/1'`, three replicas of which one transient).
     """
     factors = [
-        int(str(value).split("/")[0])
+        factor
         for key, value in replication.items()
-        if key != "class" and str(value).split("/")[0].isdigit()
+        if key != "class" and (factor := _factor(value)) is not None
     ]
     return max(factors, default=1)

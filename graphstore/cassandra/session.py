@@ -48,6 +48,16 @@ than `concurrent_writes` writes insert into it at once (CASSANDRA-21644, fixed l
 a load of many passages at a time meets; the write succeeds when sent again."""
 
 
+def nodes_by_data_centre(session: Any) -> dict[str, int]:
+    """How many nodes the cluster's metadata knows in each data centre, up or down: a node
+    that is down still holds its replicas, and comes back."""
+    counts: dict[str, int] = {}
+    for host in session.cluster.metadata.all_hosts():
+        centre = host.datacenter or ""
+        counts[centre] = counts.get(centre, 0) + 1
+    return counts
+
+
 def said(error: BaseException) -> str:
     """What a driver error says, on one line.  The driver's "no host" quotes a tuple with a
     dict of each host's error (`('Unable to connect to any servers', {'127.0.0.1:9049':

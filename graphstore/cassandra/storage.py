@@ -30,7 +30,7 @@ from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
 from graphstore import vector_codec
 from graphstore.cassandra.check import scanned_problems, scanned_stats
-from graphstore.cassandra.consistency import FIXED_REPLICAS, Consistency
+from graphstore.cassandra.consistency import Consistency, replicas_needed
 from graphstore.cassandra.filters import (
     ANN_OVERFETCH,
     ANN_ROWS,
@@ -67,6 +67,7 @@ from graphstore.cassandra.schema import (
     SELECT_KEYSPACE,
     SELECT_TABLES,
     UPGRADE,
+    placements,
     replication_cql,
     replication_factor,
 )
@@ -76,6 +77,7 @@ from graphstore.cassandra.session import (
     DEFAULT_RETRY_WINDOW,
     DEFAULT_TIMEOUT,
     Requests,
+    nodes_by_data_centre,
     said,
 )
 from graphstore.cassandra.tables import PARTS, Tables, check_new_prefix
@@ -181,21 +183,36 @@ class CassandraStorage(Storage):
                     f"Cassandra keyspace {self.keyspace!r} does not exist "
                     "(CassandraStorage.connect creates it)"
                 )
-            self.replicas = replication_factor(keyspace_rows[0][0])
+            replication = keyspace_rows[0][0]
+            self.replicas = replication_factor(replication)
             """Replicas of each row (in one data centre): above 1, ANN results are checked."""
-            beyond = self._requests.consistency.beyond(self.replicas)
-            if beyond is not None:
-                raise StoreOpenError(
-                    f"consistency {beyond} needs {FIXED_REPLICAS[beyond]} replicas of each row, "
-                    f"but keyspace {self.keyspace!r} keeps {self.replicas}: choose another "
-                    "level, or a keyspace with a higher replication_factor"
-                )
+            self._check_levels(placements(replication, nodes_by_data_centre(session)))
             self._dimension: int | None = None
             self._open_tables()
         except StoreOpenError:
             raise
         except Exception as error:
             raise StoreOpenError(f"cannot read the Cassandra schema: {said(error)}") from error
+
+    def _check_levels(self, placed: list[tuple[int, int]]) -> None:
+        """Refuse consistency levels that no request can meet: they wait for more replicas
+        than the keyspace keeps, or than the cluster has nodes to hold (`placements`)."""
+        consistency = self._requests.consistency
+        level = consistency.beyond(placed)
+        if level is None:
+            return
+        kept, held = max(placed, key=lambda placement: (placement[1], placement[0]))
+        needs = f"consistency {level} needs {replicas_needed(level, kept)} replicas of each row"
+        if held >= kept:
+            raise StoreOpenError(
+                f"{needs}, but keyspace {self.keyspace!r} keeps {kept}: choose another "
+                "level, or a keyspace with a higher replication_factor"
+            )
+        raise StoreOpenError(
+            f"{needs}, but keyspace {self.keyspace!r} keeps {kept} on {held} "
+            f"{'node' if held == 1 else 'nodes'}: add nodes, or choose a lower "
+            "replication_factor or another level"
+        )
 
     def _open_tables(self) -> None:
         """Read the store's tables, when they exist: their dimension and layout (blocking)."""
