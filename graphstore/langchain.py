@@ -42,8 +42,8 @@ from graphstore.errors import InvalidInputError
 from graphstore.links import as_links
 from graphstore.nodes import Hit, Node
 from graphstore.storage import Storage
-from graphstore.store import GraphStore, Query, check_ids, run_sync
-from graphstore.strategy import MMR_TRAVERSAL, check_options
+from graphstore.store import GraphStore, Query, check_ids, listed, run_sync
+from graphstore.strategy import MMR_TRAVERSAL, check_fraction, check_options
 
 SEARCH_TYPES = (
     "graph",
@@ -55,13 +55,25 @@ SEARCH_TYPES = (
 )
 
 
-def check_search_type(search_type: Any) -> None:
-    """A one-line error naming every search type (LangChain's own lists three, not `graph`
-    or the traversals)."""
+def check_search(search_type: Any, options: Any) -> None:
+    """A one-line error for an unknown search type (naming every one: LangChain's own list
+    has three, not `graph` or the traversals) or for options it cannot run with.
+
+    `similarity_score_threshold` needs a `score_threshold` between 0 and 1: LangChain's
+    store search returned every passage without one and none for NaN, and its retriever
+    refused both in a multi-line validation error."""
     if search_type not in SEARCH_TYPES:
         raise InvalidInputError(
             f"unknown search_type {search_type!r}; use one of {', '.join(SEARCH_TYPES)}"
         )
+    if not isinstance(options, Mapping):
+        raise InvalidInputError(f"search options must be a dict, not {type(options).__name__}")
+    if search_type == "similarity_score_threshold":
+        if "score_threshold" not in options:
+            raise InvalidInputError(
+                "similarity_score_threshold needs a score_threshold between 0 and 1"
+            )
+        check_fraction("score_threshold", options["score_threshold"])
 
 
 def _given_or_new_id(node_id: str | None) -> str:
@@ -366,14 +378,14 @@ class GraphStoreVectorStore(GraphVectorStore):
 
     def search(self, query: str, search_type: str, **kwargs: Any) -> list[Document]:
         """Any search type; `graph` is the default graph search."""
-        check_search_type(search_type)
+        check_search(search_type, kwargs)
         if search_type == "graph":
             return self.graph_search(query, **kwargs)
         return super().search(query, search_type, **kwargs)
 
     async def asearch(self, query: str, search_type: str, **kwargs: Any) -> list[Document]:
         """Async twin of `search`."""
-        check_search_type(search_type)
+        check_search(search_type, kwargs)
         if search_type == "graph":
             return await self.agraph_search(query, **kwargs)
         return await super().asearch(query, search_type, **kwargs)
@@ -437,7 +449,7 @@ class GraphStoreVectorStore(GraphVectorStore):
         `search_kwargs` used to leave the defaults in force)."""
         settings = set(GraphStoreRetriever.model_fields) - {"vectorstore"}
         check_options(kwargs, settings, "retriever setting")
-        check_search_type(kwargs.get("search_type", "graph"))
+        check_search(kwargs.get("search_type", "graph"), kwargs.get("search_kwargs", {}))
         return GraphStoreRetriever(vectorstore=self, **kwargs)
 
     # -- construction --------------------------------------------------------------------
@@ -499,42 +511,51 @@ class GraphStoreVectorStore(GraphVectorStore):
 
     @staticmethod
     def _from_langchain(nodes: Iterable[LangChainNode]) -> list[Node]:
+        found = listed("nodes", nodes, "LangChain graph Nodes")
+        for position, node in enumerate(found):
+            if not isinstance(node, LangChainNode):
+                raise InvalidInputError(
+                    f"nodes[{position}] must be a LangChain graph Node, not {type(node).__name__}"
+                )
         return [
             Node(_given_or_new_id(node.id), node.text, node.metadata, as_links(node.links))
-            for node in nodes
+            for node in found
         ]
 
     @staticmethod
     def _documents(
         texts: Iterable[str], metadatas: Iterable[dict[str, Any]] | None
     ) -> list[Document]:
-        if isinstance(texts, str):  # read as a list, "hello" would add five documents
-            raise InvalidInputError("texts must be a list of strings, not str")
-        listed = list(texts)
-        given = list(metadatas) if metadatas is not None else [{} for _ in listed]
-        if len(given) != len(listed):
-            raise InvalidInputError(f"got {len(given)} metadatas for {len(listed)} texts")
-        for position, (text, meta) in enumerate(zip(listed, given, strict=True)):
+        found = listed("texts", texts, "strings")
+        given = [{}] * len(found) if metadatas is None else listed("metadatas", metadatas, "dicts")
+        if len(given) != len(found):
+            raise InvalidInputError(f"got {len(given)} metadatas for {len(found)} texts")
+        for position, (text, meta) in enumerate(zip(found, given, strict=True)):
             if not isinstance(text, str):
                 raise InvalidInputError(
                     f"texts[{position}] must be a string, not {type(text).__name__}"
                 )
+            if not text.strip():  # named by its place: its id would be one made up here
+                raise InvalidInputError(f"texts[{position}] is empty")
             if not isinstance(meta, Mapping):
                 raise InvalidInputError(
                     f"metadatas[{position}] must be a dict, not {type(meta).__name__}"
                 )
-        pairs = zip(listed, given, strict=True)
+        pairs = zip(found, given, strict=True)
         return [Document(text, metadata=dict(meta)) for text, meta in pairs]
 
     @staticmethod
     def _nodes(documents: Iterable[Document], ids: Iterable[str | None] | None) -> list[Node]:
-        listed = list(documents)
-        if isinstance(ids, str):  # read as a list, "ab" would name two documents "a" and "b"
-            raise InvalidInputError("ids must be a list of strings, not str")
-        names = list(ids) if ids is not None else [None] * len(listed)
-        if len(names) != len(listed):
-            raise InvalidInputError(f"got {len(names)} ids for {len(listed)} documents")
-        return [document_to_node(doc, name) for doc, name in zip(listed, names, strict=True)]
+        found = listed("documents", documents, "Documents")
+        for position, document in enumerate(found):
+            if not isinstance(document, Document):  # add_texts takes strings
+                raise InvalidInputError(
+                    f"documents[{position}] must be a Document, not {type(document).__name__}"
+                )
+        names = [None] * len(found) if ids is None else listed("ids", ids, "strings")
+        if len(names) != len(found):
+            raise InvalidInputError(f"got {len(names)} ids for {len(found)} documents")
+        return [document_to_node(doc, name) for doc, name in zip(found, names, strict=True)]
 
 
 class GraphStoreRetriever(GraphVectorStoreRetriever):

@@ -67,17 +67,35 @@ Query = str | VectorLike
 """What every search takes: the query text (embedded by the store's model) or its vector."""
 
 
+def listed(name: str, value: Any, items: str) -> list[Any]:
+    """The argument `name` as a list, or a one-line error saying it must be a list of
+    `items` (a single string is refused: read as a list, "abc" would be "a", "b" and "c";
+    a non-iterable was a bare `TypeError`)."""
+    wrong = InvalidInputError(f"{name} must be a list of {items}, not {type(value).__name__}")
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise wrong
+    try:
+        return list(value)
+    except TypeError:  # iterable in type only: a 0-d array
+        raise wrong from None
+
+
+def _checked_stats(stats: Any) -> TraversalStats | None:
+    """`stats` when it is a `TraversalStats` (or None), else a one-line error: the search
+    would fail on it deep inside, after the query was embedded."""
+    if stats is not None and not isinstance(stats, TraversalStats):
+        raise InvalidInputError(f"stats must be a TraversalStats, not {type(stats).__name__}")
+    return stats
+
+
 def check_ids(ids: Any) -> list[str]:
-    """`ids` as a list of non-empty strings, or a one-line error (a single string is refused:
-    read as a list, "abc" would ask for the ids "a", "b" and "c")."""
-    if isinstance(ids, str) or not isinstance(ids, Iterable):
-        raise InvalidInputError(f"ids must be a list of strings, not {type(ids).__name__}")
-    listed = list(ids)
-    for node_id in listed:
+    """`ids` as a list of non-empty strings, or a one-line error."""
+    found = listed("ids", ids, "strings")
+    for node_id in found:
         if not isinstance(node_id, str) or not node_id:
             raise InvalidInputError(f"ids must be non-empty strings, got {node_id!r}")
         check_utf8("an id", node_id)
-    return listed
+    return found
 
 
 _thread_state = threading.local()
@@ -126,19 +144,6 @@ def _loop_running() -> bool:
     except RuntimeError:
         return False
     return True
-
-
-def _listed_vectors(vectors: Any) -> list[Any]:
-    """The vectors a write was given (a list, a 2-D array, any iterable of vectors) as a
-    list, or a one-line error (a generator was a bare `TypeError` about `len`)."""
-    if isinstance(vectors, (str, bytes)):
-        raise InvalidInputError("vectors must be a list of vectors, not a string")
-    try:
-        return list(vectors)
-    except TypeError:
-        raise InvalidInputError(
-            f"vectors must be a list of vectors or a 2-D array, not {type(vectors).__name__}"
-        ) from None
 
 
 def check_node(node: Any) -> Node:
@@ -220,13 +225,13 @@ class GraphStore:
         model made that embedding from that text (a node stored with a vector of its own
         would keep it, so this is not the default).
         """
-        checked = [check_node(node) for node in nodes]
+        checked = [check_node(node) for node in listed("nodes", nodes, "Nodes")]
         ids = [node.id for node in checked]
         if len(set(ids)) != len(ids):
             duplicate = next(node_id for node_id in ids if ids.count(node_id) > 1)
             raise InvalidInputError(f"node id {duplicate!r} appears twice in one batch")
         if vectors is not None:
-            vectors = _listed_vectors(vectors)
+            vectors = listed("vectors", vectors, "vectors or a 2-D array")
             if len(vectors) != len(checked):
                 raise InvalidInputError(f"got {len(vectors)} vectors for {len(checked)} nodes")
         dimension = self.storage.dimension
@@ -366,6 +371,7 @@ class GraphStore:
         """
         strategy = search_strategy(k, **options)
         where = parse_filter(filter)
+        stats = _checked_stats(stats)
         return await self.traversal.search(
             await self._query_vector(query), strategy, where=where, stats=stats
         )
@@ -405,6 +411,7 @@ class GraphStore:
         check_count("depth", depth, 0, MAX_DEPTH)
         check_count("adjacent_k", adjacent_k)
         where = parse_filter(filter)
+        stats = _checked_stats(stats)
         return await self.traversal.traversal_search(
             await self._query_vector(query),
             k=k,
@@ -457,6 +464,7 @@ class GraphStore:
         ).checked(has_initial_roots=bool(initial_roots))
         where = parse_filter(filter)
         roots = check_ids(initial_roots)
+        stats = _checked_stats(stats)
         return await self.traversal.search(
             await self._query_vector(query),
             strategy,

@@ -11,6 +11,7 @@ every data set and every k (`benchmarks/quality.py`).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
@@ -25,21 +26,24 @@ MAX_DEPTH = 10
 
 
 def check_count(name: str, value: Any, minimum: int = 1, maximum: int = MAX_K) -> int:
-    """Validate an integer search parameter such as `k`, `depth` or `adjacent_k`."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """Validate an integer search parameter such as `k`, `depth` or `adjacent_k`; return it
+    as an `int` (a NumPy integer, as a k computed with NumPy is, is one too)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InvalidArgumentError(name, f"must be an integer, not {type(value).__name__}")
-    if not minimum <= value <= maximum:
-        raise InvalidArgumentError(name, f"must be between {minimum} and {maximum}, got {value}")
-    return value
+    count = int(value)
+    if not minimum <= count <= maximum:
+        raise InvalidArgumentError(name, f"must be between {minimum} and {maximum}, got {count}")
+    return count
 
 
 def check_fraction(name: str, value: Any) -> float:
     """Validate a number between 0 and 1, such as `lambda_mult` or `damping`."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidArgumentError(name, "must be a number between 0 and 1")
-    if not 0.0 <= value <= 1.0:
-        raise InvalidArgumentError(name, f"must be between 0 and 1, got {value}")
-    return float(value)
+    fraction = float(value)
+    if not 0.0 <= fraction <= 1.0:
+        raise InvalidArgumentError(name, f"must be between 0 and 1, got {fraction}")
+    return fraction
 
 
 def check_kinds(name: str, value: Any) -> frozenset[str]:
@@ -112,27 +116,27 @@ class Strategy:
 
     def checked(self, *, has_initial_roots: bool = False) -> Strategy:
         """This strategy validated, with the step cap filled in; one-line errors."""
-        check_count("k", self.k)
-        check_count("fetch_k", self.fetch_k, 0 if has_initial_roots else 1)
-        check_count("depth", self.depth, 0, MAX_DEPTH)
-        check_count("adjacent_k", self.adjacent_k)
-        check_count("expand_k", self.expand_k, 0)
-        check_fraction("lambda_mult", self.lambda_mult)
-        check_fraction("damping", self.damping)
+        counts = {
+            "k": check_count("k", self.k),
+            "fetch_k": check_count("fetch_k", self.fetch_k, 0 if has_initial_roots else 1),
+            "depth": check_count("depth", self.depth, 0, MAX_DEPTH),
+            "adjacent_k": check_count("adjacent_k", self.adjacent_k),
+            "expand_k": check_count("expand_k", self.expand_k, 0),
+        }
         threshold = self.score_threshold
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
             raise InvalidInputError("score_threshold must be a number")
         if math.isnan(threshold):
             raise InvalidInputError("score_threshold must be a number")
         cap = self.max_candidates_per_step
-        cap = max(self.fetch_k, self.adjacent_k) if cap is None else cap
-        check_count("max_candidates_per_step", cap)
+        cap = max(counts["fetch_k"], counts["adjacent_k"]) if cap is None else cap
         return replace(
             self,
-            lambda_mult=float(self.lambda_mult),
-            damping=float(self.damping),
+            **counts,
+            lambda_mult=check_fraction("lambda_mult", self.lambda_mult),
+            damping=check_fraction("damping", self.damping),
             score_threshold=float(threshold),
-            max_candidates_per_step=cap,
+            max_candidates_per_step=check_count("max_candidates_per_step", cap),
             structural_kinds=check_kinds("structural_kinds", self.structural_kinds),
         )
 

@@ -104,6 +104,16 @@ CASES = [
         "a vector of real numbers, not complex ones",
     ),
     Case("vectors a number", add(node(), vectors=3), "a list of vectors or a 2-D array, not int"),
+    Case("vectors a 0-d array", add(node(), vectors=np.array(5.0)), "2-D array, not ndarray"),
+    Case("nodes one node", lambda s: s.aadd_nodes(GOOD), "nodes must be a list of Nodes, not Node"),
+    Case("nodes None", lambda s: s.aadd_nodes(None), "nodes must be a list of Nodes, not NoneType"),
+    Case("stats a number", search(stats=1), "stats must be a TraversalStats, not int"),
+    Case("search stats", lambda s: s.asearch("q", stats={}), "stats must be a TraversalStats"),
+    Case(
+        "traversal stats",
+        lambda s: s.atraversal_search("q", stats=[]),
+        "stats must be a TraversalStats, not list",
+    ),
     Case("filter value list", search(filter={"n": [1]}), "filter value for 'n'"),
     Case("filter not a dict", search(filter="n=1"), "filter must be a dict, not str"),
     Case("filter empty key", search(filter={"": 1}), "filter keys must be non-empty strings"),
@@ -245,6 +255,19 @@ def test_a_store_built_from_the_wrong_parts_is_refused_at_once(
     with pytest.raises(InvalidInputError, match=message):
         make()
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_numpy_numbers_are_counts_and_fractions(backend):
+    """A k computed with NumPy (`np.int64`) was refused as "not int64"."""
+    store = GraphStore(KeyedEmbeddings(dimension=DIM), backend)
+    await store.aadd_nodes([GOOD, node(id="b"), node(id="c")])
+    plain = await store.asearch("a query", k=2, lambda_mult=0.5)
+    numpy = await store.asearch("a query", k=np.int64(2), lambda_mult=np.float32(0.5))
+    assert [hit.node.id for hit in numpy] == [hit.node.id for hit in plain]
+    assert search_strategy(np.int64(3), depth=np.int8(1)).k == 3
+    assert type(search_strategy(np.int64(3), depth=np.int8(1)).depth) is int
+    with pytest.raises(InvalidInputError, match="k must be an integer, not bool"):
+        await store.asearch("a query", k=np.bool_(True))
 
 
 def test_an_argument_error_names_the_argument_and_survives_pickling() -> None:

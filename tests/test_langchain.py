@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import warnings
 from types import MappingProxyType
@@ -358,6 +359,62 @@ def test_a_single_string_id_is_refused_not_read_as_its_characters(vectorstore):
             lookup("abc")
     assert [d.id for d in vectorstore.get_by_ids(["abc", "abc"])] == ["abc"]
     assert [c.id for c in adapter.get(["abc"])] == ["abc"]
+
+
+def test_writes_of_the_wrong_kind_of_thing_are_refused_in_one_line(vectorstore):
+    """Strings given to `add_documents` (which takes Documents) were an `AttributeError`
+    from inside the conversion, a non-list a bare `TypeError`, and an empty text among
+    `add_texts` was named by the id made up for it; nothing is written either way."""
+    vectorstore.add_texts(["kept"], ids=["kept"])
+    embedding = vectorstore.embeddings
+    refused = [
+        (
+            lambda: vectorstore.add_documents(["Dogs bark."]),
+            "documents[0] must be a Document, not str",
+        ),
+        (
+            lambda: vectorstore.add_documents([None]),
+            "documents[0] must be a Document, not NoneType",
+        ),
+        (lambda: vectorstore.add_documents(5), "documents must be a list of Documents, not int"),
+        (lambda: vectorstore.add_texts(None), "texts must be a list of strings, not NoneType"),
+        (lambda: vectorstore.add_texts(["ok", " "]), "texts[1] is empty"),
+        (lambda: vectorstore.add_texts(["a"], metadatas=3), "metadatas must be a list of dicts"),
+        (lambda: vectorstore.add_nodes(["x"]), "nodes[0] must be a LangChain graph Node, not str"),
+        (
+            lambda: GraphStoreVectorStore.from_documents(["x"], embedding),
+            "documents[0] must be a Document, not str",
+        ),
+    ]
+    for write, message in refused:
+        with pytest.raises(InvalidInputError, match=f"^{re.escape(message)}"):
+            write()
+    assert vectorstore.store.stats().nodes == 1
+
+
+def test_a_score_threshold_search_needs_a_threshold_between_0_and_1(vectorstore):
+    """Without one the store's `search` returned every passage, and NaN none (LangChain's
+    own range check misses it); the retriever refused a missing or out-of-range one in a
+    multi-line validation error.  All are one line now, on every path."""
+    vectorstore.add_texts(["cats purr", "dogs bark"], ids=["c", "d"])
+    needs = "similarity_score_threshold needs a score_threshold between 0 and 1"
+    for threshold, message in [
+        (None, needs),
+        (math.nan, "got nan"),
+        (2, "got 2.0"),
+        ("x", "number"),
+    ]:
+        options = {} if threshold is None else {"score_threshold": threshold}
+        with pytest.raises(InvalidInputError, match=re.escape(message)):
+            vectorstore.search("cats", "similarity_score_threshold", **options)
+        with pytest.raises(InvalidInputError, match=re.escape(message)):
+            vectorstore.as_retriever(
+                search_type="similarity_score_threshold", search_kwargs=options
+            )
+    with pytest.raises(InvalidInputError, match=r"^search options must be a dict, not NoneType$"):
+        vectorstore.as_retriever(search_kwargs=None)
+    found = vectorstore.search("cats purr", "similarity_score_threshold", score_threshold=0.0)
+    assert {document.id for document in found} == {"c", "d"}
 
 
 def test_a_nodes_own_links_metadata_is_not_hidden_by_its_link_tags(vectorstore):
