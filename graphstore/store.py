@@ -238,8 +238,8 @@ class GraphStore:
         given: list[Vector] | None = None
         if vectors is not None:
             given = []
-            for vector in vectors:  # all one dimension, even in a new store
-                given.append(self._unit(vector, dimension))
+            for position, vector in enumerate(vectors):  # all one dimension, even in a new store
+                given.append(self._unit(vector, dimension, f"vectors[{position}]"))
                 dimension = given[-1].size
         for start in range(0, len(checked), self.batch_size):
             await asyncio.sleep(0)  # a Ctrl-C or SIGTERM (a cancel) stops the write here
@@ -253,7 +253,9 @@ class GraphStore:
                 raw = iter(await self._embed(model, missing))
                 embedded = []
                 for node in batch:  # all one dimension, even in a new store
-                    vector = kept[node.id] if node.id in kept else self._unit(next(raw), dimension)
+                    vector = kept.get(node.id)
+                    if vector is None:
+                        vector = self._unit(next(raw), dimension, f"the embedding of {node.id!r}")
                     embedded.append(vector)
                     dimension = vector.size
                 await self._checked_model(writing=True)  # a model that fails is not recorded
@@ -526,11 +528,13 @@ class GraphStore:
         return vectors
 
     @staticmethod
-    def _unit(vector: Any, dimension: int | None) -> Vector:
+    def _unit(vector: Any, dimension: int | None, whose: str = "") -> Vector:
+        """`vector` checked and scaled to unit length; an error names `whose` it is, when
+        given (in a batch of a thousand, which embedding was NaN)."""
         try:
             return unit(vector, dimension)
         except (ValueError, TypeError) as error:
-            raise InvalidInputError(str(error)) from error
+            raise InvalidInputError(f"{whose}: {error}" if whose else str(error)) from error
 
     async def _checked_model(self, *, writing: bool) -> EmbeddingModel:
         """The store's model, once checked against the one its passages were embedded with

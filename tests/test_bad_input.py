@@ -95,7 +95,11 @@ CASES = [
         add(node(), vectors=[[1.0] * DIM, [1.0] * (DIM + 1)]),
         "embedding has dimension 9",
     ),
-    Case("NaN embedding", add(node(), vectors=[[1.0] * DIM, [math.nan] * DIM]), "NaN or infinite"),
+    Case(
+        "NaN embedding",
+        add(node(), vectors=[[1.0] * DIM, [math.nan] * DIM]),
+        "vectors[1]: embedding contains NaN or infinite",
+    ),
     Case("zero embedding", add(node(), vectors=[[1.0] * DIM, [0.0] * DIM]), "zero vector"),
     Case("vector count", add(node(), vectors=[[1.0] * DIM]), "got 1 vectors for 2 nodes"),
     Case(
@@ -318,6 +322,8 @@ class MisbehavingEmbeddings(KeyedEmbeddings):
         vectors = super().embed_documents(texts)
         if self.fault == "ragged":
             return [vector + [1.0] * position for position, vector in enumerate(vectors)]
+        if self.fault == "NaN":  # in a batch of a thousand, which one?
+            return [vectors[0], [math.nan] * DIM]
         if self.fault == "one more":
             return [*vectors, [1.0] * DIM]
         return vectors[:-1]
@@ -326,7 +332,8 @@ class MisbehavingEmbeddings(KeyedEmbeddings):
 @pytest.mark.parametrize(
     ("fault", "message"),
     [
-        ("ragged", "embedding has dimension 9; the store holds 8"),
+        ("ragged", "the embedding of 'b': embedding has dimension 9; the store holds 8"),
+        ("NaN", "the embedding of 'b': embedding contains NaN or infinite values"),
         ("one more", "the embedding model returned 3 vectors for 2 texts"),
         ("one fewer", "the embedding model returned 1 vectors for 2 texts"),
     ],
