@@ -145,6 +145,8 @@ def unit(vector: Any, dimension: int | None = None) -> Vector:
     array = np.asarray(vector)
     if np.iscomplexobj(array):  # a cast keeps the real parts: [1j, 2j] was "the zero vector"
         raise ValueError("an embedding must be a vector of real numbers, not complex ones")
+    if array.dtype == object and any(item is None for item in array.flat):
+        raise ValueError("an embedding must be a vector of numbers, not None")  # cast: NaN
     if array.dtype != np.float32:
         try:
             array = array.astype(np.float64)

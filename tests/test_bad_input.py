@@ -101,6 +101,12 @@ CASES = [
         "vectors[1]: embedding contains NaN or infinite",
     ),
     Case("zero embedding", add(node(), vectors=[[1.0] * DIM, [0.0] * DIM]), "zero vector"),
+    Case(
+        "None in a vector",  # was called NaN, which the caller never gave
+        add(node(), vectors=[[1.0] * DIM, [None, *[1.0] * (DIM - 1)]]),
+        "vectors[1]: an embedding must be a vector of numbers, not None",
+    ),
+    Case("None in a query vector", search(query=[None] * DIM), "a vector of numbers, not None"),
     Case("vector count", add(node(), vectors=[[1.0] * DIM]), "got 1 vectors for 2 nodes"),
     Case(
         "complex embedding",  # its real parts, all 0, were called "the zero vector"
