@@ -506,7 +506,12 @@ async def _run(args: argparse.Namespace) -> int:
         raise InvalidInputError("--model is empty: give minilm, e5 or a model folder")
     model = load_model(args.model) if args.model else None  # checked before opening
     new_file = new_store_file(location) if creating else None
-    storage = open_storage(location, create=creating)
+    try:
+        storage = open_storage(location, create=creating)
+    except BaseException:
+        if new_file is not None:  # a full disk fails the open after the file was made
+            new_file.put_back_after_failed_open()
+        raise
     try:
         if model is None and args.command in ("ingest", "search", "prompt", "mcp"):
             model = load_recorded(await storage.recorded_model())

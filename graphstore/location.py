@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 from graphstore.embedded import EmbeddedStorage
@@ -48,25 +49,68 @@ def _meant_url(location: str) -> str | None:
     return None if typo is None else redact(CASSANDRA_SCHEME + location[typo.end() :])
 
 
-def new_store_file(location: str) -> Path | None:
-    """The file opening `location` would create: None for memory, a URL or an existing file;
-    for a link to a missing file, the link's target (the link itself is the user's)."""
-    if location == "memory:" or URL_SCHEME.match(location) or os.path.exists(location):
+SQLITE_COMPANIONS = ("-wal", "-shm")
+"""The files SQLite keeps beside a store while a connection has it open."""
+
+
+@dataclass(frozen=True)
+class NewStoreFile:
+    """A store file a writing command is about to create, or to fill (an empty file, as
+    `touch` makes), and how to put it back if the command fails before storing anything."""
+
+    path: Path
+    was_empty: bool
+    """It existed, empty: put back by emptying it, not by removing it (it is the user's)."""
+    companions: tuple[Path, ...]
+    """Its `-wal` and `-shm` files that did not exist before."""
+
+    def put_back(self) -> None:
+        """Remove the file, or empty it again; only while no `-wal` or `-shm` file beside
+        it says another connection still has it open."""
+        if any(Path(f"{self.path}{suffix}").exists() for suffix in SQLITE_COMPANIONS):
+            return
+        if self.was_empty:
+            self.path.write_bytes(b"")
+        else:
+            self.path.unlink(missing_ok=True)
+
+    def put_back_after_failed_open(self) -> None:
+        """Put the file back after opening it failed (a full disk): the `-wal` and `-shm`
+        files the failed open left are its own, since no connection holds the store."""
+        for companion in self.companions:
+            companion.unlink(missing_ok=True)
+        self.put_back()
+
+
+def new_store_file(location: str) -> NewStoreFile | None:
+    """The file opening `location` would create or fill: None for memory, a URL or a file
+    with content; for a link to a missing file, the link's target (the link itself is the
+    user's)."""
+    if location == "memory:" or URL_SCHEME.match(location):
         return None
+    if os.path.exists(location):
+        if not os.path.isfile(location) or os.path.getsize(location) != 0:
+            return None
+        return _new_store_file(Path(os.path.realpath(location)), was_empty=True)
     if not os.path.lexists(location):
-        return Path(location)
+        return _new_store_file(Path(location), was_empty=False)
     target = Path(os.path.realpath(location))
-    return None if os.path.islink(target) else target  # a link loop creates nothing
+    return None if os.path.islink(target) else _new_store_file(target, was_empty=False)
 
 
-async def close_unused(storage: Storage, new_file: Path | None) -> None:
-    """Close the store of a command that failed, first removing what opening it created if
-    nothing was stored since: a new file (`new_store_file`), or a new Cassandra keyspace
-    that has no table yet.
+def _new_store_file(path: Path, *, was_empty: bool) -> NewStoreFile:
+    companions = (Path(f"{path}{suffix}") for suffix in SQLITE_COMPANIONS)
+    return NewStoreFile(path, was_empty, tuple(c for c in companions if not c.exists()))
+
+
+async def close_unused(storage: Storage, new_file: NewStoreFile | None) -> None:
+    """Close the store of a command that failed, first putting back what opening it created
+    if nothing was stored since: a new file (`new_store_file`; an empty one emptied again),
+    or a new Cassandra keyspace that has no table yet.
 
     The command's own error is the one the user sees: a clean-up step that fails (the
     store cannot be counted, the node is down) is skipped, a file that cannot be counted
-    is kept, and the store is closed whatever happened before.  A new file is removed only
+    is kept, and the store is closed whatever happened before.  A new file is put back only
     when closing left no `-wal` or `-shm` file beside it: SQLite removes them when its last
     connection closes, so while they remain another process has the store open (an ingest
     started beside this one) and may be writing to it."""
@@ -84,14 +128,7 @@ async def close_unused(storage: Storage, new_file: Path | None) -> None:
         with suppress(Exception):
             await storage.close()
     if new_file is not None and empty:
-        _remove_unshared(new_file)
-
-
-def _remove_unshared(store_file: Path) -> None:
-    """Remove a store file unless SQLite's `-wal` or `-shm` file beside it says another
-    connection still has it open."""
-    if not any(Path(f"{store_file}{suffix}").exists() for suffix in ("-wal", "-shm")):
-        store_file.unlink(missing_ok=True)
+        new_file.put_back()
 
 
 def _check_reachable(location: str, shown: str) -> None:

@@ -648,14 +648,15 @@ def test_a_failed_command_keeps_a_new_store_another_process_has_open(tmp_path: P
     """A command that created a store and failed before storing anything removed the file,
     though another process had opened it meanwhile: that process's writes then went to a
     deleted file, reported as done."""
-    from graphstore.location import close_unused
+    from graphstore.location import close_unused, new_store_file
 
     path = tmp_path / "new.db"
+    new_file = new_store_file(str(path))
     failed = EmbeddedStorage(path)
     other = OtherProcess(path)
     try:
         other.send(op="delete", ids=["nothing"])  # answered: the other process has it open
-        run_sync(close_unused(failed, path))
+        run_sync(close_unused(failed, new_file))
         other.upsert(("kept", ["k"], [1.0, 0.0, 0.0]))
     finally:
         other.close()
@@ -664,5 +665,6 @@ def test_a_failed_command_keeps_a_new_store_another_process_has_open(tmp_path: P
     assert hits(reopened) == ["kept"]
     run_sync(reopened.close())
     alone = tmp_path / "alone.db"
-    run_sync(close_unused(EmbeddedStorage(alone), alone))
+    alone_file = new_store_file(str(alone))
+    run_sync(close_unused(EmbeddedStorage(alone), alone_file))
     assert not list(tmp_path.glob("alone.db*"))  # nobody else had it open: removed

@@ -800,6 +800,49 @@ def test_case14_a_failed_ingest_leaves_no_new_store_file(models, tmp_path, capsy
     assert sorted(path.name for path in tmp_path.iterdir()) == ["bad.txt"]
 
 
+FULL_DISK_INGEST = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead
+resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))  # no file may grow past 8 KiB
+from graphstore.cli import main
+sys.exit(main(["--store", sys.argv[1], "--model", "minilm", "ingest", sys.argv[2]]))
+"""
+
+
+def test_case14_an_ingest_the_disk_cannot_hold_leaves_no_new_store_file(models, tmp_path):
+    """A full disk failed the store's opening after SQLite had made the file (and its
+    `-wal` and `-shm`): the three stayed, and the next command called the file "an SQLite
+    file without one".  The disk is made full for one process by a file size limit."""
+    (tmp_path / "a.txt").write_text("Hello text.\n")
+    store = tmp_path / "new.db"
+    result = subprocess.run(
+        [sys.executable, "-c", FULL_DISK_INGEST, str(store), str(tmp_path / "a.txt")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"graphstore: error: cannot open {store}")
+    assert result.stderr.count("\n") == 1
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.txt"]
+
+
+def test_case14_a_failed_ingest_leaves_an_empty_file_empty(models, tmp_path, capsys):
+    """`touch new.db` then an ingest that fails: the file became an empty store (36 KB)."""
+    (tmp_path / "bad.txt").write_bytes("caf\xe9".encode("latin-1"))
+    store = tmp_path / "new.db"
+    store.touch()
+    status, _, err = cli(capsys, "--store", str(store), "ingest", str(tmp_path / "bad.txt"))
+    one_line_error(status, err, "is not UTF-8")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bad.txt", "new.db"]
+    assert store.read_bytes() == b""
+    (tmp_path / "good.txt").write_text("Good text.\n")
+    assert cli(capsys, "--store", str(store), "ingest", str(tmp_path / "good.txt"))[0] == 0
+    assert cli(capsys, "--store", str(store), "stats")[1].count("passages: 1") == 1
+
+
 def cassandra_session_run(cql: str) -> list[Any]:
     """The rows of one statement (no values) on the test node."""
     from cassandra.cluster import Cluster
