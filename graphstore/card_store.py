@@ -121,6 +121,8 @@ class CardPlan:
     stale: dict[str, str]
     """Stored cards recorded from files within the folder ingested that are gone or no
     longer declare them: their ids and recorded files."""
+    new_ids: frozenset[str] = frozenset()
+    """The ids of the cards to write that the store did not hold when planned."""
 
     def mentions(self) -> MentionLinkExtractor | None:
         """The mention extractor over every known card's names."""
@@ -196,7 +198,8 @@ async def aplan_cards(
     kept = [card for card in every if card.id not in new and card.id not in gone]
     gone |= _displaced(kept, cards, read)
     kept = [card for card in kept if card.id not in gone]
-    return CardPlan(list(cards), check_names([*kept, *cards]), gone)
+    fresh = frozenset(card.id for card in cards if card.id not in stored)
+    return CardPlan(list(cards), check_names(cards, kept), gone, fresh)
 
 
 def _displaced(
@@ -217,12 +220,35 @@ def _displaced(
 
 async def awrite_cards(store: GraphStore, plan: CardPlan) -> int:
     """Store the plan's cards, linked to the cards they name; remove its stale cards and
-    return how many were removed."""
+    return how many were removed.
+
+    The plan was checked against the cards stored when it was made, but another process
+    (a second agent's `put_card`, an ingest) may have stored a card of the same alias since:
+    both passed their checks, and the store held two owners of one name.  So the cards are
+    checked again once written, and a new card that now shares a name with another is taken
+    out again, with the one-line error its plan would have met (two racing for one name may
+    both be refused; neither is half-stored)."""
     mentions = plan.mentions()
     if plan.cards and mentions is not None:
         cards = [card_node(card, mentions) for card in plan.cards]
         await store.aadd_nodes(cards, reuse_embeddings=True)
+        await _check_written(store, plan)
     return await store.adelete(list(plan.stale)) if plan.stale else 0
+
+
+async def _check_written(store: GraphStore, plan: CardPlan) -> None:
+    """Refuse, and remove, the plan's new cards that share a name or alias with a card
+    another writer stored meanwhile (`awrite_cards`)."""
+    if not plan.new_ids:
+        return
+    planned = {card.id for card in plan.known} | plan.stale.keys()  # stale: removed next
+    written = [card for card in plan.cards if card.id in plan.new_ids]
+    others = [card for card in _valid_cards(await _card_rows(store)) if card.id not in planned]
+    try:
+        check_names(written, others)
+    except InvalidInputError:
+        await store.adelete([card.id for card in written])
+        raise
 
 
 async def aingest_with_cards(

@@ -203,20 +203,30 @@ def card_from_mapping(data: Any, source: str = "", *, stored: bool = False) -> C
     return Card(name, kind.strip(), listed, checked, description.strip(), source)
 
 
-def check_names(cards: Iterable[Card]) -> list[Card]:
-    """`cards`, or a one-line error when two of them share a name or an alias: cards are
-    told apart by identity, not by name, since two files may declare the very same name."""
+def check_names(cards: Iterable[Card], stored: Iterable[Card] = ()) -> list[Card]:
+    """Every card, `stored` then `cards`, or a one-line error when one of `cards` shares a
+    name or an alias with another card: cards are told apart by identity, not by name,
+    since two files may declare the very same name.  Stored cards that share one are let
+    be (two writers racing can leave a store so, `card_store.awrite_cards`): refusing every
+    later write over them would leave the store unwritable."""
     owner: dict[str, Card] = {}
+    kept = list(stored)
+    for card in kept:
+        for alias in (card.name, *card.aliases):
+            owner.setdefault(normalize_tag(alias), card)
     listed = list(cards)
     for card in listed:
         for alias in (card.name, *card.aliases):
             other = owner.setdefault(normalize_tag(alias), card)
             if other is not card:
-                where = f" ({other.source})" if other.source else " (a card of no file)"
-                raise InvalidInputError(
-                    f"{card.source or card.name}: {alias!r} already names {other.name!r}{where}"
-                )
-    return listed
+                raise InvalidInputError(_clash(card, alias, other))
+    return [*kept, *listed]
+
+
+def _clash(card: Card, alias: str, other: Card) -> str:
+    """The one-line error for `card` naming `alias`, which `other` owns."""
+    where = f" ({other.source})" if other.source else " (a card of no file)"
+    return f"{card.source or card.name}: {alias!r} already names {other.name!r}{where}"
 
 
 def _scalar(value: Scalar) -> str:

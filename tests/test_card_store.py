@@ -453,6 +453,36 @@ async def test_an_agents_card_does_not_replace_a_card_kept_in_a_file(backend, tm
     assert (await aget_card(store, "card:孙悟空")).kind == "monkey"
 
 
+async def test_two_writers_racing_for_one_alias_never_leave_two_owners(backend):
+    """Two agents' `put_card` at once ("Alpha" and "Beta", both with the alias "Shared")
+    each passed its check before the other wrote: both cards were stored, and from then on
+    every write (an unrelated card, passages, an ingest) was refused over the two.  Here
+    the race is played in order: Beta's plan is made, Alpha is written, Beta's plan is
+    written.  Beta is refused and taken out again; later writes go on."""
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    beta = await aplan_cards(store, [Card("Beta", aliases=("Shared",))])
+    await awrite_cards(store, await aplan_cards(store, [Card("Alpha", aliases=("Shared",))]))
+    with pytest.raises(InvalidInputError, match=r"^Beta: 'Shared' already names 'Alpha'"):
+        await awrite_cards(store, beta)
+    assert sorted(card.name for card in await astored_cards(store)) == ["Alpha"]
+    await awrite_cards(store, await aplan_cards(store, [Card("Gamma")]))
+    assert sorted(card.name for card in await astored_cards(store)) == ["Alpha", "Gamma"]
+
+
+async def test_a_store_whose_cards_share_an_alias_still_takes_other_writes(backend):
+    """Two stored cards that share an alias (a store raced into it before the check after
+    writing) made every later write fail, naming them: only writes of the cards that
+    share it are refused now."""
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    alpha, beta = Card("Alpha", aliases=("Shared",)), Card("Beta", aliases=("Shared",))
+    mentions = card_mentions([alpha, beta])
+    await store.aadd_nodes([card_node(alpha, mentions), card_node(beta, mentions)])
+    await awrite_cards(store, await aplan_cards(store, [Card("Gamma", aliases=("G",))]))
+    assert sorted(card.name for card in await astored_cards(store)) == ["Alpha", "Beta", "Gamma"]
+    with pytest.raises(InvalidInputError, match=r"^Delta: 'Shared' already names 'Alpha'"):
+        await aplan_cards(store, [Card("Delta", aliases=("Shared",))])
+
+
 async def test_a_card_ingest_leaves_the_cards_another_ingest_stored_from_the_files_newer_text(
     tmp_path,
 ):
