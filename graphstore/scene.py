@@ -20,13 +20,17 @@ from graphstore.sections import Entry
 
 
 def citation(hit: Hit) -> str:
-    """Where a passage comes from: source, section (chapter) and passage id, each on one
-    line (`inline`)."""
+    """Where a passage comes from: source, place in the text and passage id, each on one
+    line (`inline`).  The place is the whole section path (`Chapter 3 › At the harbour`:
+    the innermost heading alone did not say which chapter), else the chapter number of a
+    passage without headings (an agent's `put_passages`)."""
     metadata = hit.node.metadata
     parts = [str(metadata.get("source", ""))]
-    section = metadata.get("section")
+    section, chapter = metadata.get("section"), metadata.get("chapter")
     if isinstance(section, list) and section:
-        parts.append(str(section[-1]))
+        parts.append(" › ".join(inline(str(heading)) for heading in section))
+    elif isinstance(chapter, int) and not isinstance(chapter, bool):
+        parts.append(f"chapter {chapter}")
     parts.append(hit.node.id)
     return " · ".join(inline(part) for part in parts if part)
 

@@ -10,7 +10,9 @@ import pytest
 from graphstore import GraphStore, Node
 from graphstore.card_store import aplan_cards, awrite_cards
 from graphstore.cards import card_from_mapping, card_history
+from graphstore.nodes import Hit
 from graphstore.prompt import awriter_context
+from graphstore.scene import citation
 from graphstore.testing.embeddings import KeyedEmbeddings
 
 
@@ -139,7 +141,23 @@ async def test_a_small_card_share_leaves_the_rest_to_passages(backend):
     assert none.cards == []
     assert [hit.node.id for hit in none.hits] == ["book#0", "book#1"]
     assert "## Cards" not in none.text
-    assert none.text.startswith("[1] book · book#0 (similar to the scene)")
+    assert none.text.startswith("[1] book · chapter 27 · book#0 (similar to the scene)")
+
+
+def test_a_citation_gives_the_section_path_or_else_the_chapter():
+    """A passage under `# Chapter 3` / `## At the harbour` was cited `At the harbour`, which
+    does not say the chapter; one an agent stored with chapter 28 and no headings was cited
+    with no chapter at all."""
+
+    def cited(node_id: str, metadata: dict) -> str:
+        return citation(Hit(Node(node_id, "text", metadata), 0.0))
+
+    path = {"source": "book.md", "section": ["Chapter 3", "At the harbour"], "chapter": 3}
+    assert cited("book.md#1", path) == "book.md · Chapter 3 › At the harbour · book.md#1"
+    assert (
+        cited("draft#a", {"source": "draft.md", "chapter": 28}) == "draft.md · chapter 28 · draft#a"
+    )
+    assert cited("x#0", {"source": "x.md", "chapter": True}) == "x.md · x#0"
 
 
 async def test_a_control_character_in_a_file_name_is_quoted_in_the_prompt():
