@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from graphstore.embedded import EmbeddedStorage
-from graphstore.errors import InvalidInputError, StoreOpenError
+from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
 from graphstore.filters import EVERYTHING
 from graphstore.links import Link
 from graphstore.nodes import Node, StoredNode, unit
@@ -233,3 +233,26 @@ def test_a_graph_search_checks_for_other_connections_writes_once(tmp_path: Path)
     assert stats.tag_waves >= 1
     assert checks == ["PRAGMA data_version"] * 2
     run_sync(storage.close())
+
+
+async def test_a_write_to_a_store_file_deleted_or_replaced_since_it_opened_is_refused(
+    tmp_path: Path,
+):
+    """An MCP server kept writing to a store whose file was deleted: each write was
+    reported done and went to a file no one could open, lost when the server stopped."""
+    path = tmp_path / "s.db"
+    storage = EmbeddedStorage(path)
+    await storage.upsert([stored("a")])
+    for name in ("s.db", "s.db-wal", "s.db-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    with pytest.raises(StorageError, match="the file was deleted or replaced since this store"):
+        await storage.upsert([stored("b")])
+    with pytest.raises(StorageError, match="the file was deleted or replaced since this store"):
+        await storage.delete(["a"])
+    replacement = EmbeddedStorage(path)  # another store made at the same path
+    await replacement.upsert([stored("c")])
+    with pytest.raises(StorageError, match="the file was deleted or replaced since this store"):
+        await storage.upsert([stored("b")])
+    await storage.close()
+    assert await replacement.node_ids() == ["c"]
+    await replacement.close()
