@@ -94,6 +94,10 @@ def check_ids(ids: Any) -> list[str]:
     for node_id in found:
         if not isinstance(node_id, str) or not node_id:
             raise InvalidInputError(f"ids must be non-empty strings, got {node_id!r}")
+        if len(node_id) > MAX_ID_LENGTH:  # no node has it: said without echoing it whole
+            raise InvalidInputError(
+                f"an id is {len(node_id)} characters long; the limit is {MAX_ID_LENGTH}"
+            )
         check_utf8("an id", node_id)
     return found
 

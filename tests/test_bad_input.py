@@ -179,6 +179,11 @@ CASES = [
     Case("int query", search(query=5), "the query must be a non-empty string or a vector, not int"),
     Case("surrogate in a query", search(query="x\ud800"), "the query contains '\\ud800'"),
     Case("surrogate in get", lambda s: s.aget(["x\udc80"]), "an id contains '\\udc80'"),
+    Case(
+        "huge id in get",  # echoed whole in the error, and in an MCP server's log
+        lambda s: s.aget(["x" * 100_000]),
+        "an id is 100000 characters long; the limit is 512",
+    ),
     Case("surrogate in delete", lambda s: s.adelete(["x\udc80"]), "an id contains '\\udc80'"),
     Case("surrogate root", search(initial_roots=["\udc80"]), "an id contains '\\udc80'"),
     Case(
