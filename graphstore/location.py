@@ -9,6 +9,7 @@ Locations are printed through `graphstore.redaction.redact`.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 from contextlib import suppress
@@ -76,18 +77,46 @@ class NewStoreFile:
 
     def put_back_after_failed_open(self) -> None:
         """Put the file back after opening it failed (a full disk): the `-wal` and `-shm`
-        files the failed open left are its own, since no connection holds the store."""
+        files the failed open left are its own, unless another process has the store open
+        (one that created it meanwhile: `held_open`), and then nothing is touched."""
+        if held_open(self.path):
+            return
         for companion in self.companions:
             companion.unlink(missing_ok=True)
         self.put_back()
+
+
+SHM_DMS_BYTE = 128
+"""The byte of a store's `-shm` file that every SQLite connection holding the store open in
+WAL mode keeps a shared lock on (SQLite's "dead man switch", `UNIX_SHM_DMS`)."""
+
+
+def held_open(store_file: Path) -> bool:
+    """Whether a connection of another process has the store open: it holds a lock on the
+    `-shm` file's `SHM_DMS_BYTE`, so an exclusive lock on it is refused.  (This process holds
+    no connection to the file when asked, and taking and dropping the lock here changes
+    nothing for SQLite.)"""
+    try:
+        descriptor = os.open(f"{store_file}-shm", os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, SHM_DMS_BYTE)
+    except OSError:
+        return True
+    else:
+        fcntl.lockf(descriptor, fcntl.LOCK_UN, 1, SHM_DMS_BYTE)
+        return False
+    finally:
+        os.close(descriptor)
 
 
 def new_store_file(location: str) -> NewStoreFile | None:
     """The file opening `location` would create or fill: None for memory, a URL or a file
     with content; for a link to a missing file, the link's target (the link itself is the
     user's)."""
-    if location == "memory:" or URL_SCHEME.match(location):
-        return None
+    if location == "memory:" or URL_SCHEME.match(location) or _names_a_folder(location):
+        return None  # a folder name is refused, and `Path` would drop its final slash
     if os.path.exists(location):
         if not os.path.isfile(location) or os.path.getsize(location) != 0:
             return None

@@ -668,3 +668,27 @@ def test_a_failed_command_keeps_a_new_store_another_process_has_open(tmp_path: P
     alone_file = new_store_file(str(alone))
     run_sync(close_unused(EmbeddedStorage(alone), alone_file))
     assert not list(tmp_path.glob("alone.db*"))  # nobody else had it open: removed
+
+
+def test_a_failed_open_leaves_a_store_another_process_created_meanwhile(tmp_path: Path):
+    """After an open that failed (a full disk) the CLI removes the new file and the `-wal`
+    and `-shm` the failed open left; a store another process created at the same path in
+    between, and holds open, is left whole."""
+    from graphstore.location import held_open, new_store_file
+
+    path = tmp_path / "new.db"
+    new_file = new_store_file(str(path))
+    assert new_file is not None
+    other = OtherProcess(path)
+    try:
+        other.upsert(("kept", ["k"], [1.0, 0.0, 0.0]))
+        assert held_open(path)
+        new_file.put_back_after_failed_open()
+        assert path.exists()
+        other.upsert(("later", ["k"], [0.0, 1.0, 0.0]))
+    finally:
+        other.close()
+    assert not held_open(path)
+    reopened = EmbeddedStorage(path)
+    assert sorted(run_sync(reopened.node_ids())) == ["kept", "later"]
+    run_sync(reopened.close())
