@@ -124,7 +124,7 @@ class Strategy:
             "expand_k": check_count("expand_k", self.expand_k, 0),
         }
         threshold = self.score_threshold
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
             raise InvalidInputError("score_threshold must be a number")
         if math.isnan(threshold):
             raise InvalidInputError("score_threshold must be a number")

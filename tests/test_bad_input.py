@@ -281,6 +281,7 @@ async def test_numpy_numbers_are_counts_and_fractions(backend):
     assert [hit.node.id for hit in numpy] == [hit.node.id for hit in plain]
     assert search_strategy(np.int64(3), depth=np.int8(1)).k == 3
     assert type(search_strategy(np.int64(3), depth=np.int8(1)).depth) is int
+    assert search_strategy(2, score_threshold=np.float32(0.25)).score_threshold == 0.25
     with pytest.raises(InvalidInputError, match="k must be an integer, not bool"):
         await store.asearch("a query", k=np.bool_(True))
 
