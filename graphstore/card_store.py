@@ -30,6 +30,7 @@ from graphstore.cards import (
     is_card,
 )
 from graphstore.errors import CorruptRowError, InvalidInputError
+from graphstore.file_identity import file_identities, file_identity
 from graphstore.ingest import (
     IngestReport,
     PassageLinker,
@@ -47,7 +48,7 @@ from graphstore.recorded_files import (
     recorded_within,
     stale,
 )
-from graphstore.splitting import FILE, file_identities, file_identity
+from graphstore.splitting import FILE
 from graphstore.store import GraphStore, Query
 from graphstore.strategy import MAX_K
 

@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from graphstore.errors import CorruptRowError, InvalidInputError, StorageError, StoreOpenError
+from graphstore.file_identity import file_identity
 from graphstore.filter_index import FilterIndex, Mask
 from graphstore.filters import EVERYTHING, Condition, FilterValues
 from graphstore.links import TagKey, encode_links, incoming_tags, outgoing_tags
@@ -367,15 +368,6 @@ MEMORY = ":memory:"
 created a file of that name)."""
 
 
-def _identity(path: str) -> tuple[int, int] | None:
-    """The (device, inode) of the file at `path`, None when there is none."""
-    try:
-        found = os.stat(path)
-    except OSError:
-        return None
-    return found.st_dev, found.st_ino
-
-
 class EmbeddedStorage(Storage):
     """A file-backed (or `:memory:`) store that needs no server.
 
@@ -403,7 +395,7 @@ class EmbeddedStorage(Storage):
         be true after an interrupt)."""
         opened = open_file(self.path, timeout, create=create)
         self._db = opened.connection
-        self._file = None if self.path == MEMORY else _identity(self.path)
+        self._file = None if self.path == MEMORY else file_identity(self.path)
         """The file opened (device, inode): a write checks the path still names it."""
         self.read_only = opened.read_only
         self._has_change_log = opened.has_change_log
@@ -568,7 +560,7 @@ class EmbeddedStorage(Storage):
                 f"{action} {self.path} failed: it is open read-only "
                 "(the file or its folder is not writable)"
             )
-        if self._file is not None and _identity(self.path) != self._file:
+        if self._file is not None and file_identity(self.path) != self._file:
             raise StorageError(
                 f"{action} {self.path} failed: the file was deleted or replaced since this "
                 "store opened it, so a write would go to a file no one can open; open the "

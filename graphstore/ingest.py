@@ -37,6 +37,7 @@ from extractors.html_links import (
 )
 from extractors.markdown_links import MarkdownInput, MarkdownLinkExtractor
 from graphstore.errors import InvalidInputError
+from graphstore.file_identity import file_identities, file_identity
 from graphstore.link_cache import LinkCache, extract_with_cache
 from graphstore.links import Link, bounded
 from graphstore.markdown import MarkdownMarkup
@@ -56,8 +57,6 @@ from graphstore.splitting import (
     SUFFIXES,
     FileVersion,
     Passage,
-    file_identities,
-    file_identity,
     file_version,
     path_text,
     recorded_file,

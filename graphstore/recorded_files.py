@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from graphstore.errors import InvalidInputError
-from graphstore.splitting import FILE, file_identity, passage_source, recorded_file, text_path
+from graphstore.file_identity import file_identity
+from graphstore.splitting import FILE, passage_source, recorded_file, text_path
 from graphstore.store import GraphStore
 
 

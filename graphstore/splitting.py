@@ -14,7 +14,6 @@ from __future__ import annotations
 import codecs
 import os
 import re
-import stat
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from graphstore.chapters import is_chapter_heading, passage_chapters
 from graphstore.errors import InvalidArgumentError, InvalidInputError
+from graphstore.file_identity import file_identities, file_identity
 from graphstore.markdown import MarkdownMarkup, passage_markups, prose_lines
 
 if TYPE_CHECKING:
@@ -182,16 +182,6 @@ def scan_folder(
     return FolderFiles(sorted(files), sorted(skipped))
 
 
-def file_identity(path: str | Path) -> tuple[int, int] | None:
-    """A regular file's device and inode, which tell one file from another however it is
-    reached (a link, `..`); None for anything else or what cannot be looked at."""
-    try:
-        status = os.stat(path)
-    except OSError:
-        return None
-    return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) else None
-
-
 FileVersion = tuple[int, int, int, int]
 """A file's device, inode, size and modification time in nanoseconds (`file_version`)."""
 
@@ -204,11 +194,6 @@ def file_version(path: str | Path) -> FileVersion | None:
     except OSError:
         return None
     return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
-
-
-def file_identities(paths: Iterable[str | Path]) -> set[tuple[int, int]]:
-    """The `file_identity` of each of `paths` that is a regular file."""
-    return {identity for path in paths if (identity := file_identity(path)) is not None}
 
 
 def read_text(path: Path) -> str:
