@@ -212,8 +212,8 @@ def check_names(cards: Iterable[Card], stored: Iterable[Card] = ()) -> list[Card
     owner: dict[str, Card] = {}
     kept = list(stored)
     for card in kept:
-        for alias in (card.name, *card.aliases):
-            owner.setdefault(normalize_tag(alias), card)
+        for spelling in card.spellings:
+            owner.setdefault(spelling, card)
     listed = list(cards)
     for card in listed:
         for alias in (card.name, *card.aliases):

@@ -42,7 +42,7 @@ from graphstore.errors import InvalidInputError
 from graphstore.links import as_links
 from graphstore.nodes import Hit, Node
 from graphstore.storage import Storage
-from graphstore.store import GraphStore, Query, check_ids, listed, run_sync
+from graphstore.store import GraphStore, Query, check_ids, listed, listed_of, run_sync
 from graphstore.strategy import MMR_TRAVERSAL, check_fraction, check_options
 
 SEARCH_TYPES = (
@@ -511,12 +511,7 @@ class GraphStoreVectorStore(GraphVectorStore):
 
     @staticmethod
     def _from_langchain(nodes: Iterable[LangChainNode]) -> list[Node]:
-        found = listed("nodes", nodes, "LangChain graph Nodes")
-        for position, node in enumerate(found):
-            if not isinstance(node, LangChainNode):
-                raise InvalidInputError(
-                    f"nodes[{position}] must be a LangChain graph Node, not {type(node).__name__}"
-                )
+        found = listed_of("nodes", nodes, LangChainNode, "LangChain graph Node")
         return [
             Node(_given_or_new_id(node.id), node.text, node.metadata, as_links(node.links))
             for node in found
@@ -526,32 +521,23 @@ class GraphStoreVectorStore(GraphVectorStore):
     def _documents(
         texts: Iterable[str], metadatas: Iterable[dict[str, Any]] | None
     ) -> list[Document]:
-        found = listed("texts", texts, "strings")
-        given = [{}] * len(found) if metadatas is None else listed("metadatas", metadatas, "dicts")
+        found = listed_of("texts", texts, str, "string")
+        given = (
+            [{}] * len(found)
+            if metadatas is None
+            else listed_of("metadatas", metadatas, Mapping, "dict")
+        )
         if len(given) != len(found):
             raise InvalidInputError(f"got {len(given)} metadatas for {len(found)} texts")
-        for position, (text, meta) in enumerate(zip(found, given, strict=True)):
-            if not isinstance(text, str):
-                raise InvalidInputError(
-                    f"texts[{position}] must be a string, not {type(text).__name__}"
-                )
+        for position, text in enumerate(found):
             if not text.strip():  # named by its place: its id would be one made up here
                 raise InvalidInputError(f"texts[{position}] is empty")
-            if not isinstance(meta, Mapping):
-                raise InvalidInputError(
-                    f"metadatas[{position}] must be a dict, not {type(meta).__name__}"
-                )
         pairs = zip(found, given, strict=True)
         return [Document(text, metadata=dict(meta)) for text, meta in pairs]
 
     @staticmethod
     def _nodes(documents: Iterable[Document], ids: Iterable[str | None] | None) -> list[Node]:
-        found = listed("documents", documents, "Documents")
-        for position, document in enumerate(found):
-            if not isinstance(document, Document):  # add_texts takes strings
-                raise InvalidInputError(
-                    f"documents[{position}] must be a Document, not {type(document).__name__}"
-                )
+        found = listed_of("documents", documents, Document, "Document")  # not strings
         names = [None] * len(found) if ids is None else listed("ids", ids, "strings")
         if len(names) != len(found):
             raise InvalidInputError(f"got {len(names)} ids for {len(found)} documents")

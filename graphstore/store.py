@@ -80,6 +80,18 @@ def listed(name: str, value: Any, items: str) -> list[Any]:
         raise wrong from None
 
 
+def listed_of(name: str, value: Any, kind: type, one: str) -> list[Any]:
+    """`listed`, each item checked to be a `kind` (`one`: what a message calls one of them,
+    such as "Document"): a wrong item is named by its place, not met deep inside."""
+    found = listed(name, value, f"{one}s")
+    for position, item in enumerate(found):
+        if not isinstance(item, kind):
+            raise InvalidInputError(
+                f"{name}[{position}] must be a {one}, not {type(item).__name__}"
+            )
+    return found
+
+
 def _checked_stats(stats: Any) -> TraversalStats | None:
     """`stats` when it is a `TraversalStats` (or None), else a one-line error: the search
     would fail on it deep inside, after the query was embedded."""
