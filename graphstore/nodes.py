@@ -85,33 +85,27 @@ class Hit:
 
 def hit_json(hit: Hit) -> dict[str, Any]:
     """A hit for scripts and agents: id, scores, how it was reached, metadata and text."""
-    return {
-        "id": hit.node.id,
-        "score": hit.score,
-        "similarity": hit.similarity,
-        "mmr_score": hit.mmr_score,
-        "depth": hit.depth,
-        "via": hit.via,
-        "path": hit.path,
-        "raised_by": hit.raised_by,
-        "metadata": hit.node.metadata,
-        "text": hit.node.text,
-    }
+    return {**_reach_json(hit.node.id, hit), "metadata": hit.node.metadata, "text": hit.node.text}
 
 
 def candidate_json(candidate: Candidate) -> dict[str, Any]:
     """A candidate that lost, for scripts: `hit_json`'s keys except metadata and text
     (a search never reads them for a loser), and `unselected` true."""
+    return {"unselected": True, **_reach_json(candidate.id, candidate)}
+
+
+def _reach_json(node_id: str, found: Hit | Candidate) -> dict[str, Any]:
+    """The keys a hit and a losing candidate share: id, scores and how it was reached (one
+    list, so the two cannot drift apart: a loser's line once lacked `via`)."""
     return {
-        "unselected": True,
-        "id": candidate.id,
-        "score": candidate.score,
-        "similarity": candidate.similarity,
-        "mmr_score": candidate.mmr_score,
-        "depth": candidate.depth,
-        "via": candidate.path[-1] if candidate.path else None,
-        "path": candidate.path,
-        "raised_by": candidate.raised_by,
+        "id": node_id,
+        "score": found.score,
+        "similarity": found.similarity,
+        "mmr_score": found.mmr_score,
+        "depth": found.depth,
+        "via": found.via,
+        "path": found.path,
+        "raised_by": found.raised_by,
     }
 
 
@@ -129,6 +123,11 @@ class Candidate:
     path: tuple[TagKey, ...]
     raised_by: tuple[TagKey, ...] = ()
     """As `Hit.raised_by`: the path of the link that raised its score above its similarity."""
+
+    @property
+    def via(self) -> TagKey | None:
+        """The last tag of its path, as `Hit.via` (None for a root)."""
+        return self.path[-1] if self.path else None
 
 
 NORM_RANGE = (1e-15, 1e15)
