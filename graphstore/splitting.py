@@ -304,22 +304,44 @@ def _paragraphs(text: str) -> list[str]:
 def split_text(source: str, text: str, max_chars: int) -> list[Passage]:
     """Plain text: paragraphs packed into passages, chapter heading lines as sections."""
     check_max_chars(max_chars)
-    sections: list[tuple[tuple[str, ...], list[str]]] = [((), [])]
+    sections = [_Section((), [], 0)]
     for line in text.split("\n"):
         if is_chapter_heading(line):
-            sections.append(((line.strip(),), [line]))
+            sections.append(_Section((line.strip(),), [line], 1))
         else:
-            sections[-1][1].append(line)
+            sections[-1].lines.append(line)
     return _pack_sections(source, sections, max_chars)
 
 
-def _pack_sections(
-    source: str, sections: list[tuple[tuple[str, ...], list[str]]], max_chars: int
-) -> list[Passage]:
+class _Section(NamedTuple):
+    """The lines of one section of a text or Markdown file, its heading's first."""
+
+    path: tuple[str, ...]
+    lines: list[str]
+    heading: int
+    """How many of `lines` the heading takes (0 before the first heading)."""
+
+    @property
+    def heading_only(self) -> bool:
+        """Whether the section holds no text but its heading (`# Chapter 3` right before
+        `## At the harbour`)."""
+        return self.heading > 0 and not any(line.strip() for line in self.lines[self.heading :])
+
+
+def _pack_sections(source: str, sections: list[_Section], max_chars: int) -> list[Passage]:
+    """Each section's paragraphs packed into passages.  A section holding only its heading
+    opens the next section's first passage instead of being a passage of one line, which
+    no question is about and which a search or a prompt would spend a place on; the last
+    section of a file stays whatever it holds."""
     passages: list[Passage] = []
-    for section, lines in sections:
-        for chunk in pack(_paragraphs("\n".join(lines)), max_chars):
-            passages.append(Passage(source, len(passages), chunk, section))
+    opening: list[str] = []
+    for number, section in enumerate(sections):
+        if section.heading_only and number + 1 < len(sections):
+            opening += section.lines
+            continue
+        for chunk in pack(_paragraphs("\n".join([*opening, *section.lines])), max_chars):
+            passages.append(Passage(source, len(passages), chunk, section.path))
+        opening = []
     return with_chapters(passages)
 
 
@@ -394,18 +416,18 @@ def markdown_headings(text: str) -> Iterator[tuple[str, tuple[int, str] | None, 
 def split_markdown(source: str, text: str, max_chars: int) -> list[Passage]:
     """Markdown: one run of passages per section, headings (outside code fences) as the path."""
     check_max_chars(max_chars)
-    sections: list[tuple[tuple[str, ...], list[str]]] = [((), [])]
+    sections = [_Section((), [], 0)]
     path: list[str] = []
     for line, heading, taken in markdown_headings(text):
         if heading is None:
-            sections[-1][1].append(line)
+            sections[-1].lines.append(line)
             continue
         level, title = heading
-        lines = sections[-1][1]
+        lines = sections[-1].lines
         title_lines = lines[len(lines) - taken :]
         del lines[len(lines) - taken :]
         path = [*path[: level - 1], title]
-        sections.append((tuple(path), [*title_lines, line]))
+        sections.append(_Section(tuple(path), [*title_lines, line], taken + 1))
     passages = _pack_sections(source, sections, max_chars)
     markups = passage_markups(text, [passage.text for passage in passages])
     return [replace(p, markup=markup) for p, markup in zip(passages, markups, strict=True)]
@@ -529,11 +551,12 @@ def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
     assert isinstance(root, Tag)
     path: list[str] = []
     passages: list[Passage] = []
-    blocks: list[tuple[str, str]] = []
+    blocks: list[tuple[str, str, bool]] = []
+    """The next passage's blocks: text, markup, and whether the block is a heading."""
 
     def flush() -> None:
         current_text, current_html = "", ""
-        for block_text, block_html in blocks:
+        for block_text, block_html, _ in blocks:
             if current_text and len(current_text) + 2 + len(block_text) > max_chars:
                 passages.append(
                     Passage(source, len(passages), current_text, tuple(path), current_html)
@@ -547,16 +570,17 @@ def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
 
     for block in _html_blocks(root):
         if block.level:
-            flush()
+            if not all(heading for *_, heading in blocks):  # headings alone open the next
+                flush()
             path = [*path[: block.level - 1], block.text]
-            blocks.append((block.text, ""))
+            blocks.append((block.text, "", True))
         else:
             # A block cut into pieces: its markup (for hyperlinks) goes with the first piece
             # only, so a long paragraph's markup is kept once, not once per piece.
             whole = block.preformatted and len(block.text) <= max_chars
             pieces = [block.text] if whole else pack([block.text], max_chars)
             for number, piece in enumerate(pieces):
-                blocks.append((piece, "" if number else block.markup))
+                blocks.append((piece, "" if number else block.markup, False))
     flush()
     return with_chapters(passages)
 

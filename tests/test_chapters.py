@@ -145,12 +145,10 @@ def test_a_section_in_a_chapter_of_a_volume_is_in_that_chapter():
         "# 第一卷\n\n## 第一章 下山\n\n林小雨下山了。\n\n## 第三章 掌门\n\n"
         "### 第一节 大会\n\n林小雨被推举为掌门。\n\n# 第二卷\n\n卷首语。\n\n## 第四章\n\n归来。\n"
     )
-    passages = split_markdown("book.md", text, 30)
+    passages = split_markdown("book.md", text, 40)
     assert [(p.chapter, p.text) for p in passages] == [
-        (0, "# 第一卷"),
-        (1, "## 第一章 下山\n\n林小雨下山了。"),
-        (3, "## 第三章 掌门"),
-        (3, "### 第一节 大会\n\n林小雨被推举为掌门。"),
+        (1, "# 第一卷\n\n## 第一章 下山\n\n林小雨下山了。"),  # a heading alone opens the next
+        (3, "## 第三章 掌门\n\n### 第一节 大会\n\n林小雨被推举为掌门。"),
         (3, "# 第二卷\n\n卷首语。"),  # a volume's introduction: after chapter 3
         (4, "## 第四章\n\n归来。"),
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from graphstore.errors import InvalidInputError
+from graphstore.markdown import MarkdownMarkup
 from graphstore.splitting import pack, split_file, split_html, split_markdown
 
 
@@ -196,3 +197,40 @@ def test_html_text_is_kept_as_the_page_shows_it():
         "def f(x):\n    if x:\n        return 1\n\n"
         "loose it, text"
     )
+
+
+def test_a_heading_with_no_text_opens_the_next_sections_first_passage():
+    """`# Chapter 3` right above `## At the harbour` was a passage of its own: one line that
+    a search or a writer prompt spent a place on, and a prompt cited by its heading alone."""
+    text = (
+        "# Chapter 3\n\n## At the harbour\n\nThe boat came in [early](notes.md).\n\n"
+        "## The storm\n\nRain.\n\n# Chapter 4\n"
+    )
+    passages = split_markdown("book.md", text, 1000)
+    assert [(p.section, p.text, p.chapter) for p in passages] == [
+        (
+            ("Chapter 3", "At the harbour"),
+            "# Chapter 3\n\n## At the harbour\n\nThe boat came in [early](notes.md).",
+            3,
+        ),
+        (("Chapter 3", "The storm"), "## The storm\n\nRain.", 3),
+        (("Chapter 4",), "# Chapter 4", 4),  # the last heading: nothing follows to open
+    ]
+    markup = passages[0].markup
+    assert isinstance(markup, MarkdownMarkup)
+    assert "notes.md" in markup.text
+    setext = "Part One\n========\nChapter 1\n---------\nIt began.\n"
+    assert [p.text for p in split_markdown("book.md", setext, 1000)] == [setext.rstrip("\n")]
+
+
+def test_a_page_heading_with_no_text_opens_the_next_sections_first_passage():
+    html = (
+        "<h1>Book</h1><h2>One</h2><p>x <a href='b.html'>b</a></p><h2>Two</h2><p>y</p><h2>End</h2>"
+    )
+    passages = split_html("a.html", html, 1000)
+    assert [(p.section, p.text) for p in passages] == [
+        (("Book", "One"), "Book\n\nOne\n\nx b"),
+        (("Book", "Two"), "Two\n\ny"),
+        (("Book", "End"), "End"),
+    ]
+    assert "b.html" in (passages[0].markup or "")
