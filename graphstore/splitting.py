@@ -246,7 +246,7 @@ def _sentences(text: str, max_chars: int) -> list[str]:
     for found in SENTENCE.finditer(text):
         for start, end in _cuts(found.group(), max_chars):
             piece = found.group()[start:end]
-            kept = piece.lstrip()
+            kept = piece if not spans else piece.lstrip()  # the first keeps its indent
             if kept.strip():
                 begin = found.start() + start + len(piece) - len(kept)
                 spans.append((begin, begin + len(kept.rstrip())))
@@ -339,10 +339,23 @@ def _pack_sections(source: str, sections: list[_Section], max_chars: int) -> lis
         if section.heading_only and number + 1 < len(sections):
             opening += section.lines
             continue
-        for chunk in pack(_paragraphs("\n".join([*opening, *section.lines])), max_chars):
+        heading = [*opening, *section.lines[: section.heading]]
+        for chunk in pack(_headed(heading, section.lines[section.heading :]), max_chars):
             passages.append(Passage(source, len(passages), chunk, section.path))
         opening = []
     return with_chapters(passages)
+
+
+def _headed(heading: list[str], body: list[str]) -> list[str]:
+    """The paragraphs of a section, its `heading` lines and its first paragraph of `body` as
+    one: `pack` keeps them in one passage, cut between sentences when together they are too
+    long, so a heading never ends a passage alone (`第三回 …` above a first paragraph of
+    nearly `max_chars` was a passage of one line)."""
+    paragraphs = _paragraphs("\n".join([*heading, *body]))
+    if not heading:
+        return paragraphs
+    opening = len(_paragraphs("\n".join(heading))) + (1 if body and not body[0].strip() else 0)
+    return ["\n\n".join(paragraphs[:opening]), *paragraphs[opening:]]
 
 
 def markdown_heading(line: str) -> tuple[int, str] | None:
@@ -578,7 +591,12 @@ def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
             # A block cut into pieces: its markup (for hyperlinks) goes with the first piece
             # only, so a long paragraph's markup is kept once, not once per piece.
             whole = block.preformatted and len(block.text) <= max_chars
-            pieces = [block.text] if whole else pack([block.text], max_chars)
+            text = block.text
+            if blocks and all(heading for *_, heading in blocks) and not block.preformatted:
+                # Its headings open it, however long, so none ends a passage alone.
+                text = "\n\n".join([*(heading for heading, *_ in blocks), text])
+                blocks.clear()
+            pieces = [text] if whole else pack([text], max_chars)
             for number, piece in enumerate(pieces):
                 blocks.append((piece, "" if number else block.markup, False))
     flush()
