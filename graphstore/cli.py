@@ -95,7 +95,8 @@ class _Parser(argparse.ArgumentParser):
             word.split("=")[0] for word in words
         }:
             message += " (--store and --model go before the command)"
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        program = self.prog.split()[0]  # `graphstore: error:` from a command's parser too
+        self.exit(2, f"{program}: error: {message} (see {self.prog} --help)\n")
 
 
 class _Once(argparse.Action):

@@ -369,7 +369,7 @@ def test_bad_input_gives_one_line_error_and_changes_nothing(
     [
         (
             ["prompt", "x", "--budget", "abc"],
-            "graphstore prompt: error: argument --budget: invalid int value: 'abc' "
+            "graphstore: error: argument --budget: invalid int value: 'abc' "
             "(see graphstore prompt --help)",
         ),
         (
@@ -377,13 +377,18 @@ def test_bad_input_gives_one_line_error_and_changes_nothing(
             "graphstore: error: unrecognized arguments: --model minilm "
             "(--store and --model go before the command)",
         ),
-        (["search", "x", "--as-of-chapter", "1.5"], "invalid int value: '1.5'"),
+        (
+            ["search", "x", "--as-of-chapter", "abc"],
+            "graphstore: error: argument --as-of-chapter: invalid int value: 'abc' "
+            "(see graphstore search --help)",
+        ),
         (["bogus"], "graphstore: error: argument command: invalid choice: 'bogus'"),
     ],
 )
 def test_usage_errors_are_one_line_too(capsys, args, message):
     """argparse printed its usage block, then the error: six lines where the README
-    promises one."""
+    promises one; a command's own options then began `graphstore search: error:`, not the
+    README's `graphstore: error:`."""
     with pytest.raises(SystemExit) as stopped:
         main(args)
     assert stopped.value.code == 2
