@@ -262,4 +262,10 @@ def _equals(key: str, value: Any, where: str) -> Equals:
 
 
 def _describe(value: Any) -> str:
-    return "None" if value is None else type(value).__name__
+    """What a filter value is, for an error: its type, or that it is empty (`$or: []` was
+    refused as "not list")."""
+    if value is None:
+        return "None"
+    if isinstance(value, (list, tuple, dict, str)) and not value:
+        return f"an empty {type(value).__name__}"
+    return type(value).__name__

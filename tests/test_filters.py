@@ -389,7 +389,7 @@ async def test_a_number_in_a_list_in_a_dict_equals_it_written_either_way(backend
         ({"chapter": {"$like": 1}}, "unknown filter operator '$like' for 'chapter'"),
         ({"$not": {"chapter": 1}}, "unknown filter operator '$not'"),
         ({"$and": {"chapter": 1}}, "$and takes a non-empty list of filters, not dict"),
-        ({"$or": []}, "$or takes a non-empty list of filters"),
+        ({"$or": []}, "$or takes a non-empty list of filters, not an empty list"),
         ({"$and": [1]}, "$and takes filters (dicts), not int"),
         ({"chapter": {"$in": 3}}, "'$in' for 'chapter' takes a list of values, not int"),
         ({"chapter": {"$nin": [[1]]}}, "'$nin' for 'chapter' must be a string, number, bool"),
