@@ -591,12 +591,16 @@ def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
             # A block cut into pieces: its markup (for hyperlinks) goes with the first piece
             # only, so a long paragraph's markup is kept once, not once per piece.
             whole = block.preformatted and len(block.text) <= max_chars
-            text = block.text
+            pieces = [block.text] if whole else pack([block.text], max_chars)
             if blocks and all(heading for *_, heading in blocks) and not block.preformatted:
-                # Its headings open it, however long, so none ends a passage alone.
-                text = "\n\n".join([*(heading for heading, *_ in blocks), text])
-                blocks.clear()
-            pieces = [text] if whole else pack([text], max_chars)
+                # Its headings open it, however long, so none ends a passage alone; unless
+                # they fill the first piece, which must hold the start of the block (its
+                # markup goes there).
+                headings = "\n\n".join(heading for heading, *_ in blocks)
+                headed = pack([f"{headings}\n\n{block.text}"], max_chars)
+                if len(headed[0]) > len(headings):
+                    pieces = headed
+                    blocks.clear()
             for number, piece in enumerate(pieces):
                 blocks.append((piece, "" if number else block.markup, False))
     flush()

@@ -247,8 +247,10 @@ def test_a_heading_stays_with_a_first_paragraph_too_long_to_join_whole():
     assert "".join(p.text for p in passages).replace("\n", "") == text.replace("\n", "")
     markdown = split_markdown("a.md", "# Chapter 3\n\n## Harbour\n\n" + "Word one. " * 40, 100)
     assert markdown[0].text.startswith("# Chapter 3\n\n## Harbour\n\nWord one.")
-    page = split_html("a.html", "<h1>A</h1><h2>B</h2><p>" + "Word one. " * 40 + "</p>", 100)
+    html = "<h1>A</h1><h2>B</h2><p>" + "Word one. " * 40 + "<a href='b.html'>b</a></p>"
+    page = split_html("a.html", html, 100)
     assert page[0].text.startswith("A\n\nB\n\nWord one.")
+    assert "b.html" in (page[0].markup or "")  # the paragraph's markup goes where it starts
     assert all(len(p.text) <= 100 for p in [*markdown, *page])
 
 
