@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 
-URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/*")
+URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/*")
 """What starts a URL (`scheme:`, slashes optional): a location starting so is never taken
 for a file path, so a mistyped URL (`Cassandra:/user:pw@host/ks`) is refused, not created
-as a file whose name holds the password (a file named so is reached as `./name`)."""
+as a file whose name holds the password (a file named so is reached as `./name`).  A
+one-letter scheme too, as RFC 3986 allows: `x:store.db` made a file named so."""
 
 
 def redact(location: str) -> str:

@@ -393,6 +393,18 @@ def test_case4_a_mistyped_cassandra_url_is_refused_with_the_url_it_meant(
     assert [path.name for path in tmp_path.iterdir()] == ["a.md"]
 
 
+@pytest.mark.parametrize("location", ["x:store.db", "c:S3cretPW@127.0.0.9/ks"])
+def test_case4_a_one_letter_scheme_is_refused_as_any_other(tmp_path, capsys, monkeypatch, location):
+    """`x:store.db` was taken for a file path: ingest made a file named so, where `xy:` is
+    refused ("any other `scheme:` is refused", README)."""
+    (tmp_path / "a.md").write_text("# A\n\nSome text.\n")
+    monkeypatch.chdir(tmp_path)
+    status, out, err = cli(capsys, "--store", location, "ingest", "a.md")
+    one_line_error(status, err, f"unknown kind of store {location[0]!r}")
+    assert "S3cret" not in out + err
+    assert [path.name for path in tmp_path.iterdir()] == ["a.md"]
+
+
 def test_case4_a_store_opened_from_python_names_a_mistyped_url_masked(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for location in ("cassandra//app:S3cretPW@127.0.0.9/ks", "cassandra//app:S3cret/PW@h"):
