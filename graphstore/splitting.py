@@ -319,7 +319,8 @@ class _Section(NamedTuple):
     path: tuple[str, ...]
     lines: list[str]
     heading: int
-    """How many of `lines` the heading takes (0 before the first heading)."""
+    """How many of `lines` the heading takes; before the first heading, how many the
+    front matter takes (metadata, not a passage of its own either)."""
 
     @property
     def heading_only(self) -> bool:
@@ -385,8 +386,9 @@ a list item): no underline below it makes a heading."""
 MAX_SETEXT = 200
 """The longest line an underline makes a heading of, in characters: a novel's paragraph
 followed by a `---` scene break is text, whatever CommonMark says."""
-FRONT_MATTER_KEY = re.compile(r"[A-Za-z_][\w -]*:(?:[ \t]|$)")
-"""How a YAML front matter block's first line starts (`title: …`)."""
+FRONT_MATTER_KEY = re.compile(r"""(["']?)[^\W\d][\w -]*\1:(?:[ \t]|$)""")
+"""How a YAML front matter block's first line starts: a key and a colon (`title: …`,
+`标题: …`, `"pov": …`)."""
 
 
 def front_matter_length(text: str) -> int:
@@ -429,7 +431,7 @@ def markdown_headings(text: str) -> Iterator[tuple[str, tuple[int, str] | None, 
 def split_markdown(source: str, text: str, max_chars: int) -> list[Passage]:
     """Markdown: one run of passages per section, headings (outside code fences) as the path."""
     check_max_chars(max_chars)
-    sections = [_Section((), [], 0)]
+    sections = [_Section((), [], front_matter_length(text))]  # front matter opens as a heading
     path: list[str] = []
     for line, heading, taken in markdown_headings(text):
         if heading is None:

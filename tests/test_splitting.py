@@ -259,3 +259,15 @@ def test_a_long_paragraph_cut_between_sentences_keeps_its_first_lines_indent():
     chunks = pack(["    indented " + "word " * 30], 50)
     assert chunks[0].startswith("    indented word")
     assert all(len(chunk) <= 50 for chunk in chunks)
+
+
+@pytest.mark.parametrize("key", ["title", "标题", '"pov"'])
+def test_front_matter_opens_the_first_passage_and_holds_no_heading(key):
+    """Front matter was a passage of its own (search returned `--- type: place ---` first),
+    and a first key not in ASCII letters (`标题:`) was not taken for front matter at all:
+    its closing `---` underlined the key line into a heading, the section of every passage."""
+    text = f"---\n{key}: 重逢\ntags: [draft]\n---\n\n# 第四章 重逢\n\n米拉在灯塔下找到了托马斯。\n"
+    passages = split_markdown("a.md", text, 1000)
+    assert [(p.section, p.chapter) for p in passages] == [(("第四章 重逢",), 4)]
+    assert passages[0].text == text.strip()
+    assert [p.section for p in split_markdown("b.md", f"---\n{key}: x\n---\nText.\n", 1000)] == [()]
