@@ -232,8 +232,29 @@ def pack(pieces: list[str], max_chars: int) -> list[str]:
         if len(piece) <= max_chars:
             parts.append(piece)
         else:
-            parts.extend(_sentences(piece, max_chars))
+            parts.extend(_items(piece, max_chars))
     return _join(parts, "\n\n", max_chars)
+
+
+ITEM_START = re.compile(r"\n(?=[ \t]{0,3}(?:[-*+][ \t]|\d{1,9}[.)][ \t]|\|))")
+"""A line break before a list item or a table row: where a paragraph too long for one
+passage is cut first, since a row or an item cut in two is read whole by neither passage
+(a list's items rarely end in a full stop, a table's rows never do)."""
+
+
+def _items(text: str, max_chars: int) -> list[str]:
+    """A paragraph longer than `max_chars` in chunks: its list items or table rows (one per
+    line) joined up to `max_chars`, each longer one cut between sentences; other text cut
+    between sentences."""
+    items = ITEM_START.split(text)
+    if len(items) == 1:
+        return _sentences(text, max_chars)
+    parts = [
+        part
+        for item in items
+        for part in ([item] if len(item) <= max_chars else _sentences(item, max_chars))
+    ]
+    return _join(parts, "\n", max_chars)
 
 
 def _sentences(text: str, max_chars: int) -> list[str]:

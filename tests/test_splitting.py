@@ -271,3 +271,19 @@ def test_front_matter_opens_the_first_passage_and_holds_no_heading(key):
     assert [(p.section, p.chapter) for p in passages] == [(("第四章 重逢",), 4)]
     assert passages[0].text == text.strip()
     assert [p.section for p in split_markdown("b.md", f"---\n{key}: x\n---\nText.\n", 1000)] == [()]
+
+
+def test_a_long_table_or_list_is_cut_between_rows_and_items():
+    """Cut between sentences only, a table lost a row to two passages (`…| Guard 11 |` and
+    `post 11 | cudgel |`), and a list without full stops an item (`- item` and `5: lamp
+    oil`), each half read whole by neither passage."""
+    table = "| name | post | weapon |\n|---|---|---|\n" + "".join(
+        f"| Guard {n} | post {n} | cudgel |\n" for n in range(12)
+    )
+    items = "".join(f"- item {n}: lamp oil barrel number {n}\n" for n in range(10))
+    for text, starts in ((table, "|"), (items, "- item")):
+        chunks = pack([text], 200)
+        assert len(chunks) > 1
+        assert all(len(chunk) <= 200 for chunk in chunks)
+        assert all(line.startswith(starts) for chunk in chunks for line in chunk.split("\n"))
+        assert "\n".join(chunks) == text.rstrip("\n")
