@@ -613,8 +613,7 @@ def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
         else:
             # A block cut into pieces: its markup (for hyperlinks) goes with the first piece
             # only, so a long paragraph's markup is kept once, not once per piece.
-            whole = block.preformatted and len(block.text) <= max_chars
-            pieces = [block.text] if whole else pack([block.text], max_chars)
+            pieces: list[str] | None = None
             if blocks and all(heading for *_, heading in blocks) and not block.preformatted:
                 # Its headings open it, however long, so none ends a passage alone; unless
                 # they fill the first piece, which must hold the start of the block (its
@@ -624,6 +623,9 @@ def split_html(source: str, text: str, max_chars: int) -> list[Passage]:
                 if len(headed[0]) > len(headings):
                     pieces = headed
                     blocks.clear()
+            if pieces is None:
+                whole = block.preformatted and len(block.text) <= max_chars
+                pieces = [block.text] if whole else pack([block.text], max_chars)
             for number, piece in enumerate(pieces):
                 blocks.append((piece, "" if number else block.markup, False))
     flush()
