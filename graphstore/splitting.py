@@ -345,9 +345,13 @@ class _Section(NamedTuple):
 
     @property
     def heading_only(self) -> bool:
-        """Whether the section holds no text but its heading (`# Chapter 3` right before
-        `## At the harbour`)."""
-        return self.heading > 0 and not any(line.strip() for line in self.lines[self.heading :])
+        """Whether the section holds no text but its heading and scene breaks (`# Chapter 3`
+        right before `## At the harbour`, or a file's opening `---` rule before its first
+        heading)."""
+        return any(line.strip() for line in self.lines) and not any(
+            line.strip() and not THEMATIC_BREAK.fullmatch(line)
+            for line in self.lines[self.heading :]
+        )
 
 
 def _pack_sections(source: str, sections: list[_Section], max_chars: int) -> list[Passage]:

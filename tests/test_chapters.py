@@ -213,11 +213,10 @@ def test_a_file_that_starts_with_a_rule_has_no_front_matter():
     text = "---\n\n# Chapter 1\n\nShe left.\n\n---\n\n# Chapter 2\n\nShe came back.\n"
     passages = split_markdown("s.md", text, 1000)
     assert [(p.chapter, p.section) for p in passages] == [
-        (0, ()),
-        (1, ("Chapter 1",)),
+        (1, ("Chapter 1",)),  # the opening rule opens chapter 1's passage
         (2, ("Chapter 2",)),
     ]
-    assert "She left." in passages[1].text
+    assert "She left." in passages[0].text
 
 
 def test_an_unnumbered_heading_after_a_chapter_stays_in_it():

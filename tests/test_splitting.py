@@ -223,6 +223,22 @@ def test_a_heading_with_no_text_opens_the_next_sections_first_passage():
     assert [p.text for p in split_markdown("book.md", setext, 1000)] == [setext.rstrip("\n")]
 
 
+def test_a_scene_break_with_no_text_opens_the_next_sections_first_passage():
+    """A file opening with a `---` rule before its first heading stored the rule as a
+    passage of its own, and a chapter heading above a `* * *` break kept the break alone."""
+    opened = "---\n\n# Chapter 1\n\nIt was dark.\n"
+    assert [(p.section, p.text) for p in split_markdown("a.md", opened, 1000)] == [
+        (("Chapter 1",), "---\n\n# Chapter 1\n\nIt was dark.")
+    ]
+    broken = "# Chapter 3\n\n* * *\n\n## Harbour\n\nShips came.\n"
+    assert [(p.section, p.text) for p in split_markdown("a.md", broken, 1000)] == [
+        (("Chapter 3", "Harbour"), broken.rstrip("\n"))
+    ]
+    plain = "* * *\n\nChapter 1\n\nIt was dark.\n"
+    assert [p.text for p in split_text("a.txt", plain, 1000)] == [plain.rstrip("\n")]
+    assert [p.text for p in split_markdown("a.md", "Intro.\n\n---\n", 1000)] == ["Intro.\n\n---"]
+
+
 def test_a_page_heading_with_no_text_opens_the_next_sections_first_passage():
     html = (
         "<h1>Book</h1><h2>One</h2><p>x <a href='b.html'>b</a></p><h2>Two</h2><p>y</p><h2>End</h2>"
