@@ -97,6 +97,9 @@ Chinese quotation closes after its 。, so its ” stays with it), then spaces. 
 `notes.md`; a run of them is tried once, from its start (linear on `.....`)."""
 LAST_SPACE = re.compile(r"[^\S\u00a0\u2007\u202f][\S\u00a0\u2007\u202f]*\Z")
 """The last breaking space of a string (not a no-break space): where a long sentence is cut."""
+CLAUSE_MARK = re.compile(r"[，、；：][^，、；：]*\Z")
+"""The last Chinese clause mark of a string (，、；：): where a long sentence without spaces
+is cut, right after it, rather than at the limit in the middle of a word."""
 NOT_SPACE = re.compile(r"\S")
 LEADING_BLANK_LINES = re.compile(r"\A(?:[^\S\n]*\n)+")
 
@@ -287,14 +290,22 @@ def _sentences(text: str, max_chars: int) -> list[str]:
 
 def _cuts(sentence: str, max_chars: int) -> Iterator[tuple[int, int]]:
     """`(start, end)` of pieces of at most `max_chars` covering `sentence`, each ending at the
-    last space that keeps it within the limit, so no word is cut in two; a piece with no space
-    (Chinese, a long URL) ends at the limit.  Linear: a piece that ends early leaves no
-    space between its end and the limit, so every two pieces advance past `max_chars`."""
+    last space or Chinese clause mark (`CLAUSE_MARK`) that keeps it within the limit, so no
+    word is cut in two (and a heading above a long Chinese sentence is not cut off at its
+    line break); a piece with neither (a long URL) ends at the limit.  Linear: a piece that
+    ends early leaves no cut between its end and the limit, so every two pieces advance
+    past `max_chars`."""
     start = 0
     while start < len(sentence):
         end = start + max_chars
-        space = LAST_SPACE.search(sentence, start + 1, end + 1) if end < len(sentence) else None
-        end = space.start() if space else min(end, len(sentence))
+        if end < len(sentence):
+            space = LAST_SPACE.search(sentence, start + 1, end + 1)
+            mark = CLAUSE_MARK.search(sentence, start + 1, end)
+            cuts = [found.start() for found in (space,) if found]
+            cuts += [found.start() + 1 for found in (mark,) if found]
+            end = max(cuts, default=end)
+        else:
+            end = len(sentence)
         yield start, end
         following = NOT_SPACE.search(sentence, end)  # the next piece starts at a word
         start = following.start() if following else len(sentence)

@@ -270,6 +270,19 @@ def test_a_heading_stays_with_a_first_paragraph_too_long_to_join_whole():
     assert all(len(p.text) <= 100 for p in [*markdown, *page])
 
 
+def test_a_long_chinese_sentence_is_cut_after_a_clause_mark_not_at_its_heading():
+    """A Chinese first sentence longer than the limit has no space but the heading's line
+    break: the cut fell there, and the heading was a passage of its own again; a sentence
+    without a heading was cut at the limit, in the middle of a name."""
+    sentence = "孙悟空" * 30 + "，" + "猪八戒" * 30 + "，" + "沙和尚" * 40 + "。"
+    passages = split_text("a.txt", f"第三回 四海千山皆拱伏\n\n{sentence}\n", 300)
+    assert [p.text for p in passages] == [
+        "第三回 四海千山皆拱伏\n\n" + sentence[:182],
+        sentence[182:],
+    ]
+    assert pack([sentence], 200) == [sentence[:182], sentence[182:]]
+
+
 def test_a_long_paragraph_cut_between_sentences_keeps_its_first_lines_indent():
     """A paragraph short enough to keep whole kept its indent, a longer one lost it."""
     chunks = pack(["    indented " + "word " * 30], 50)
