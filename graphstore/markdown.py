@@ -26,6 +26,39 @@ DEFINITION = re.compile(
 """A link reference definition line `[label]: target "title"` (in a block quote or a list
 item too); the target may be `<in angle brackets>`, which allows spaces, and nothing but a
 title may follow it."""
+MAX_PLAIN_HEADING = 500
+"""The longest heading whose inline marks `heading_text` takes out, in characters: its
+emphasis pattern backtracks, so a longer one (no real heading) is kept as written."""
+INLINE_LINK = re.compile(r"!?\[([^\[\]\n]*)\](?:\([^()\n]*\)|\[[^\[\]\n]*\])")
+"""An inline or reference link (or image), `[text](target)` or `[text][label]`."""
+CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+EMPHASIS = re.compile(
+    r"(?<![*\\])(\*{1,3})(?=\S)(.+?)(?<=\S)\1(?!\*)"
+    r"|(?<![\w\\])(_{1,3})(?=\S)(.+?)(?<=\S)\3(?!\w)"
+)
+"""Text between matching runs of `*` or `_` that touch it; `_` not inside a word (as in
+CommonMark, `snake_case` stays as it is, and `第*一*章` is emphasis)."""
+
+
+def heading_text(title: str) -> str:
+    """A heading's title as it reads: the text of its links, code spans and emphasis without
+    their marks (`**Chapter 2** The *storm*` is `Chapter 2 The storm`), as a section path
+    and a prompt's citation show it; a title that would read as nothing stays as written."""
+    if len(title) > MAX_PLAIN_HEADING:
+        return title
+    pieces, start = [], 0
+    for code in CODE_SPAN.finditer(title):  # a code span's text is kept as it is
+        pieces += [_unmarked(title[start : code.start()]), code.group(2).strip()]
+        start = code.end()
+    text = "".join([*pieces, _unmarked(title[start:])]).strip()
+    return text or title
+
+
+def _unmarked(text: str) -> str:
+    text = INLINE_LINK.sub(r"\1", text)
+    for _ in range(3):  # `***a***` at once; `**a *b* c**` takes two
+        text = EMPHASIS.sub(lambda found: found.group(2) or found.group(4), text)
+    return text
 
 
 def fence_after(line: str, fence: str) -> str:

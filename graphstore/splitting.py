@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from graphstore.chapters import is_chapter_heading, passage_chapters
 from graphstore.errors import InvalidArgumentError, InvalidInputError
 from graphstore.file_identity import file_identities, file_identity
-from graphstore.markdown import MarkdownMarkup, passage_markups, prose_lines
+from graphstore.markdown import MarkdownMarkup, heading_text, passage_markups, prose_lines
 
 if TYPE_CHECKING:
     from bs4 import Tag
@@ -477,7 +477,7 @@ def split_markdown(source: str, text: str, max_chars: int) -> list[Passage]:
         lines = sections[-1].lines
         title_lines = lines[len(lines) - taken :]
         del lines[len(lines) - taken :]
-        path = [*path[: level - 1], title]
+        path = [*path[: level - 1], heading_text(title)]
         sections.append(_Section(tuple(path), [*title_lines, line], taken + 1))
     passages = _pack_sections(source, sections, max_chars)
     markups = passage_markups(text, [passage.text for passage in passages])

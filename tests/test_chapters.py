@@ -174,8 +174,8 @@ def test_setext_and_emphasized_headings_start_chapters():
     text = "# **Chapter 2**\n\nTobias lit the lighthouse.\n\nA scene\n---\n\nmore\n"
     passages = split_markdown("c2.md", text, 1000)
     assert [(p.chapter, p.section) for p in passages] == [
-        (2, ("**Chapter 2**",)),
-        (2, ("**Chapter 2**", "A scene")),  # level 2, under the level-1 heading
+        (2, ("Chapter 2",)),  # the path reads without the marks
+        (2, ("Chapter 2", "A scene")),  # level 2, under the level-1 heading
     ]
     text = "Intro.\n\n---\nChapter 1\n---\n\nThe storm.\n\n* * *\nChapter 2\n=========\n\nCalm.\n"
     passages = split_markdown("c1.md", text, 1000)  # a scene break before a title

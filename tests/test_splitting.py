@@ -316,3 +316,20 @@ def test_a_long_table_or_list_is_cut_between_rows_and_items():
         assert all(len(chunk) <= 200 for chunk in chunks)
         assert all(line.startswith(starts) for chunk in chunks for line in chunk.split("\n"))
         assert "\n".join(chunks) == text.rstrip("\n")
+
+
+def test_a_markdown_headings_section_path_reads_without_its_inline_marks():
+    """`# **Chapter 2** The *storm*` kept its marks in the section path, which every prompt
+    cites; a code span keeps its text (`__init__`), a word its underscores."""
+    text = (
+        "# **Chapter 2** The *storm*\n\n## [Harbour](h.md) and `__init__`\n\nShips.\n\n"
+        "## snake_case_name\n\nRain.\n"
+    )
+    passages = split_markdown("a.md", text, 1000)
+    assert [(p.section, p.chapter) for p in passages] == [
+        (("Chapter 2 The storm", "Harbour and __init__"), 2),
+        (("Chapter 2 The storm", "snake_case_name"), 2),
+    ]
+    assert passages[0].text.startswith("# **Chapter 2** The *storm*")  # the text as written
+    linked = split_markdown("b.md", "# [Chapter 3](c3.md)\n\nText.\n", 1000)
+    assert [(p.section, p.chapter) for p in linked] == [(("Chapter 3",), 3)]
