@@ -236,13 +236,46 @@ def pack(pieces: list[str], max_chars: int) -> list[str]:
             parts.append(piece)
         else:
             parts.extend(_items(piece, max_chars))
-    return _join(parts, "\n\n", max_chars)
+    return _join(_breaks_attached(parts, max_chars), "\n\n", max_chars)
 
 
-ITEM_START = re.compile(r"\n(?=[ \t]{0,3}(?:[-*+][ \t]|\d{1,9}[.)][ \t]|\|))")
-"""A line break before a list item or a table row: where a paragraph too long for one
-passage is cut first, since a row or an item cut in two is read whole by neither passage
-(a list's items rarely end in a full stop, a table's rows never do)."""
+def _breaks_attached(parts: list[str], max_chars: int) -> list[str]:
+    """`parts` with each scene break (`---`, `* * *`) joined to the text after it, or else
+    before it, where together they fit: a break is no passage of its own, as a heading is
+    not (only one between two passages each too full to take it stays alone)."""
+    attached: list[str] = []
+    waiting: list[str] = []
+    for part in parts:
+        if THEMATIC_BREAK.fullmatch(part):
+            waiting.append(part)
+            continue
+        opened = "\n\n".join([*waiting, part])
+        if waiting and len(opened) > max_chars:
+            attached = _after(attached, waiting, max_chars)
+            opened = part
+        attached.append(opened)
+        waiting = []
+    return _after(attached, waiting, max_chars)
+
+
+def _after(parts: list[str], breaks: list[str], max_chars: int) -> list[str]:
+    """`parts` with `breaks` joined to the last one where they fit, else after it."""
+    if not breaks:
+        return parts
+    closed = "\n\n".join(parts[-1:] + breaks)
+    if parts and len(closed) <= max_chars:
+        return [*parts[:-1], closed]
+    return [*parts, "\n\n".join(breaks)]
+
+
+ITEM_START = re.compile(
+    r"\n(?=[ \t]{0,3}(?:[-*+][ \t]|\d{1,9}[.)][ \t]|\|))"
+    r"(?![ \t]{0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,})(?:\n|\Z))"
+)
+"""A line break before a list item or a table row (not a `* * *` or `- - -` scene break):
+where a paragraph too long for one passage is cut first, since a row or an item cut in two
+is read whole by neither passage (a list's items rarely end in a full stop, a table's rows
+never do)."""
 
 
 def _items(text: str, max_chars: int) -> list[str]:
@@ -369,18 +402,31 @@ def _pack_sections(source: str, sections: list[_Section], max_chars: int) -> lis
     """Each section's paragraphs packed into passages.  A section holding only its heading
     opens the next section's first passage instead of being a passage of one line, which
     no question is about and which a search or a prompt would spend a place on; the last
-    section of a file stays whatever it holds."""
+    section of a file stays whatever it holds.  Scene breaks at a section's end open the
+    next one's first passage too."""
     passages: list[Passage] = []
     opening: list[str] = []
     for number, section in enumerate(sections):
-        if section.heading_only and number + 1 < len(sections):
+        last = number + 1 == len(sections)
+        if section.heading_only and not last:
             opening += section.lines
             continue
+        body = section.lines[section.heading :]
+        closing = [] if last else _closing_breaks(body)
         heading = [*opening, *section.lines[: section.heading]]
-        for chunk in pack(_headed(heading, section.lines[section.heading :]), max_chars):
+        for chunk in pack(_headed(heading, body[: len(body) - len(closing)]), max_chars):
             passages.append(Passage(source, len(passages), chunk, section.path))
-        opening = []
+        opening = closing
     return with_chapters(passages)
+
+
+def _closing_breaks(lines: list[str]) -> list[str]:
+    """The lines after a section's last text, when a scene break is among them."""
+    start = len(lines)
+    while start and (not lines[start - 1].strip() or THEMATIC_BREAK.fullmatch(lines[start - 1])):
+        start -= 1
+    closing = lines[start:]
+    return closing if any(THEMATIC_BREAK.fullmatch(line) for line in closing) else []
 
 
 def _headed(heading: list[str], body: list[str]) -> list[str]:
@@ -392,6 +438,8 @@ def _headed(heading: list[str], body: list[str]) -> list[str]:
     if not heading:
         return paragraphs
     opening = len(_paragraphs("\n".join(heading))) + (1 if body and not body[0].strip() else 0)
+    while opening < len(paragraphs) and THEMATIC_BREAK.fullmatch(paragraphs[opening - 1]):
+        opening += 1  # a scene break under the heading: the text after it joins too
     return ["\n\n".join(paragraphs[:opening]), *paragraphs[opening:]]
 
 

@@ -270,6 +270,25 @@ def test_a_heading_stays_with_a_first_paragraph_too_long_to_join_whole():
     assert all(len(p.text) <= 100 for p in [*markdown, *page])
 
 
+def test_a_scene_break_joins_the_text_after_it_or_before_it_where_it_fits():
+    """A break after a full paragraph, a break right under a heading, and `* * *` or
+    `- - -` under front matter (cut there as if a list item) each left a passage that was
+    only a rule, a heading and a rule, or the front matter alone."""
+    full = "We walked down to the harbour in the grey morning and waited for the ferry."
+    text = f"# Chapter 1\n\n{full}\n\n---\n\n# Chapter 2\n\nB.\n"
+    assert [p.text for p in split_markdown("a.md", text, len(full) + 16)] == [
+        f"# Chapter 1\n\n{full}",
+        "---\n\n# Chapter 2\n\nB.",  # a closing break opens the next heading's passage
+    ]
+    assert pack([full, "* * *", full], len(full) + 16) == [full, f"* * *\n\n{full}"]
+    assert pack([full, "* * *"], len(full) + 16) == [f"{full}\n\n* * *"]
+    under = split_markdown("a.md", f"# Chapter 1\n\n---\n\n{full}\n", len(full) + 16)
+    assert under[0].text.startswith(f"# Chapter 1\n\n---\n\n{full[:20]}")
+    rain = "The rain came down hard on the roofs of the town and nobody went out. " * 3
+    fronted = split_markdown("a.md", f"---\ntitle: x\n---\n\n- - -\n\n# Two\n\n{rain}", 120)
+    assert fronted[0].text.startswith("---\ntitle: x\n---\n\n- - -\n\n# Two\n\nThe rain")
+
+
 def test_a_long_chinese_sentence_is_cut_after_a_clause_mark_not_at_its_heading():
     """A Chinese first sentence longer than the limit has no space but the heading's line
     break: the cut fell there, and the heading was a passage of its own again; a sentence
