@@ -13,6 +13,7 @@ from typing import Any
 
 from graph_retriever import Content
 from graph_retriever.adapters import Adapter
+from graph_retriever.edges import Edge, MetadataEdge
 
 from graphstore.errors import InvalidInputError
 from graphstore.filters import matches, parse_filter
@@ -116,3 +117,16 @@ class GraphStoreAdapter(Adapter):
     ) -> list[Content]:
         """Sync twin of `aget`."""
         return run_sync(self.aget(ids, filter, **kwargs))
+
+    def _metadata_filter(
+        self, edge: Edge, base_filter: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The filter for nodes with an incoming `edge`, within `base_filter`.  The edge's
+        value is an `$eq` operand, so a dict value whose keys start with `$` is a value and
+        not operators; and the base filter is joined by `$and`, since graph_retriever's own
+        merge let a base filter on the edge's field replace the edge."""
+        if not isinstance(edge, MetadataEdge):
+            raise TypeError(f"not a metadata edge: {edge!r}")
+        value = dict(edge.value) if isinstance(edge.value, Mapping) else edge.value
+        found = {edge.incoming_field: {"$eq": value}}
+        return {"$and": [found, base_filter]} if base_filter else found
