@@ -446,11 +446,13 @@ class GraphStoreVectorStore(GraphVectorStore):
     def as_retriever(self, **kwargs: Any) -> GraphStoreRetriever:
         """A retriever for any search type (`search_type=`, default `graph`; `search_kwargs=`);
         a setting the retriever does not have is a one-line error, not dropped (a misspelt
-        `search_kwargs` used to leave the defaults in force)."""
+        `search_kwargs` used to leave the defaults in force).  Its tags name the store and
+        the embeddings for tracing, as LangChain's own retrievers' do."""
         settings = set(GraphStoreRetriever.model_fields) - {"vectorstore"}
         check_options(kwargs, settings, "retriever setting")
         check_search(kwargs.get("search_type", "graph"), kwargs.get("search_kwargs", {}))
-        return GraphStoreRetriever(vectorstore=self, **kwargs)
+        tags = [*(kwargs.pop("tags", None) or []), *self._get_retriever_tags()]
+        return GraphStoreRetriever(vectorstore=self, tags=tags, **kwargs)
 
     # -- construction --------------------------------------------------------------------
 

@@ -323,6 +323,20 @@ def test_provenance_never_overwrites_a_documents_own_metadata(vectorstore):
     assert (reached.metadata["depth"], reached.metadata["via"]) == (1, ("kw", "t"))
 
 
+def test_a_retriever_is_tagged_with_the_store_and_the_embeddings_for_tracing(vectorstore):
+    """`as_retriever` left LangChain's default tags out (None): traces did not name the
+    store and the model, as LangChain's own retrievers' do."""
+    assert vectorstore.as_retriever().tags == [
+        "GraphStoreVectorStore",
+        "DeterministicFakeEmbedding",
+    ]
+    assert vectorstore.as_retriever(tags=["mine"]).tags == [
+        "mine",
+        "GraphStoreVectorStore",
+        "DeterministicFakeEmbedding",
+    ]
+
+
 async def test_an_unknown_search_type_is_refused_naming_every_type(vectorstore):
     """LangChain's own error listed three types, leaving out `graph` (the default) and the
     traversals."""
@@ -530,6 +544,20 @@ async def test_the_adapter_finds_no_empty_id_rather_than_refusing_it(vectorstore
     assert adapter.get([""]) == []
     with pytest.raises(InvalidInputError, match=r"^ids must be non-empty strings, got None$"):
         adapter.get(["a", None])
+
+
+def test_an_adapter_edge_value_is_a_value_and_stays_within_the_base_filter(vectorstore):
+    """An edge value that is a dict with `$` keys was read as operators (`{"$gt": 0}`
+    reached a node whose `ref` is 5), and a base filter on the edge's own field replaced
+    the edge (graph_retriever merges the two into one dict)."""
+    vectorstore.add_texts(
+        ["five", "dict"], [{"ref": 5, "h": "x"}, {"ref": {"$gt": 0}, "h": "y"}], ids=["a", "b"]
+    )
+    adapter = GraphStoreAdapter(vectorstore.store)
+    vector = vectorstore.embeddings.embed_query("five")
+    operand = adapter.adjacent([MetadataEdge("ref", {"$gt": 0})], vector, k=5, filter=None)
+    assert [c.id for c in operand] == ["b"]
+    assert adapter.adjacent([MetadataEdge("h", "x")], vector, k=5, filter={"h": "y"}) == []
 
 
 async def test_a_graph_retriever_k_above_the_store_maximum_gets_what_exists(vectorstore):
