@@ -265,7 +265,7 @@ def _after(parts: list[str], breaks: list[str], max_chars: int) -> list[str]:
     closed = "\n\n".join(parts[-1:] + breaks)
     if parts and len(closed) <= max_chars:
         return [*parts[:-1], closed]
-    return [*parts, "\n\n".join(breaks)]
+    return [*parts, *breaks]
 
 
 ITEM_START = re.compile(
@@ -414,7 +414,8 @@ def _pack_sections(source: str, sections: list[_Section], max_chars: int) -> lis
         body = section.lines[section.heading :]
         closing = [] if last else _closing_breaks(body)
         heading = [*opening, *section.lines[: section.heading]]
-        for chunk in pack(_headed(heading, body[: len(body) - len(closing)]), max_chars):
+        paragraphs = _headed(heading, body[: len(body) - len(closing)], max_chars)
+        for chunk in pack(paragraphs, max_chars):
             passages.append(Passage(source, len(passages), chunk, section.path))
         opening = closing
     return with_chapters(passages)
@@ -429,18 +430,37 @@ def _closing_breaks(lines: list[str]) -> list[str]:
     return closing if any(THEMATIC_BREAK.fullmatch(line) for line in closing) else []
 
 
-def _headed(heading: list[str], body: list[str]) -> list[str]:
+def _headed(heading: list[str], body: list[str], max_chars: int) -> list[str]:
     """The paragraphs of a section, its `heading` lines and its first paragraph of `body` as
-    one: `pack` keeps them in one passage, cut between sentences when together they are too
-    long, so a heading never ends a passage alone (`第三回 …` above a first paragraph of
-    nearly `max_chars` was a passage of one line)."""
+    one, so a heading never ends a passage alone (`第三回 …` above a first paragraph of
+    nearly `max_chars` was a passage of one line); when together they are too long, the
+    heading takes the first sentences that fit beside it (`_opened`)."""
     paragraphs = _paragraphs("\n".join([*heading, *body]))
     if not heading:
         return paragraphs
-    opening = len(_paragraphs("\n".join(heading))) + (1 if body and not body[0].strip() else 0)
+    head = _paragraphs("\n".join(heading))
+    opening = len(head) + (1 if body and not body[0].strip() else 0)
     while opening < len(paragraphs) and THEMATIC_BREAK.fullmatch(paragraphs[opening - 1]):
         opening += 1  # a scene break under the heading: the text after it joins too
-    return ["\n\n".join(paragraphs[:opening]), *paragraphs[opening:]]
+    joined = "\n\n".join(paragraphs[:opening])
+    return [*_opened(joined, len("\n\n".join(head)), max_chars), *paragraphs[opening:]]
+
+
+def _opened(joined: str, heading_length: int, max_chars: int) -> list[str]:
+    """A heading and the text under it (`joined`, its first `heading_length` characters the
+    heading) as pieces `pack` keeps apart: the heading with the first sentences of the text
+    that fit beside it, cut as `pack` cuts (a text whose first sentence ends in `?`, or has
+    no space but the heading's line break, left the heading alone), then the rest."""
+    text = joined[heading_length:].lstrip("\n")
+    between = joined[heading_length : len(joined) - len(text)]
+    room = max_chars - heading_length - len(between)
+    if len(joined) <= max_chars or not text.strip() or room < 1:
+        return [joined]
+    first = _items(text, room)[0]
+    if not text.startswith(first):  # white space cut out of it: pack's own cut then
+        return [joined]
+    rest = text[len(first) :]
+    return [joined[: len(joined) - len(rest)], rest.lstrip(" \t")]
 
 
 def markdown_heading(line: str) -> tuple[int, str] | None:

@@ -270,6 +270,22 @@ def test_a_heading_stays_with_a_first_paragraph_too_long_to_join_whole():
     assert all(len(p.text) <= 100 for p in [*markdown, *page])
 
 
+def test_a_heading_takes_the_first_sentences_that_fit_beside_it():
+    """A heading ending like a sentence (`## Who Is She?`) above a first sentence too long
+    to join it, or above a long Chinese sentence with no clause mark, was a passage of its
+    own: the cut fell after its `?`, or at its line break, the only space."""
+    sentence = "The rain came down hard on the roofs of the town and nobody went out that day."
+    asked = split_markdown("a.md", f"## Who Is She?\n\n{sentence} Then more.\n", 100)
+    assert [p.text for p in asked] == [f"## Who Is She?\n\n{sentence}", "Then more."]
+    chinese = "孙悟空驾着筋斗云又惦记着花果山的猴子们" * 8 + "。"
+    passages = split_text("a.txt", f"第二回 悟彻菩提真妙理\n\n{chinese}\n", 120)
+    assert passages[0].text.startswith("第二回 悟彻菩提真妙理\n\n孙悟空")
+    assert all(len(p.text) <= 120 for p in passages)
+    assert "".join(p.text for p in passages).replace("\n", "") == (
+        "第二回 悟彻菩提真妙理" + chinese
+    )
+
+
 def test_a_scene_break_joins_the_text_after_it_or_before_it_where_it_fits():
     """A break after a full paragraph, a break right under a heading, and `* * *` or
     `- - -` under front matter (cut there as if a list item) each left a passage that was
