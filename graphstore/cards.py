@@ -183,6 +183,8 @@ def card_from_mapping(data: Any, source: str = "", *, stored: bool = False) -> C
         fields = ", ".join(FIELDS)
         raise InvalidInputError(f"{where}unknown card field {unknown[0]!r}; use {fields}")
     name = _text(f"{where}name", data.get("name"), limit=MAX_NAME)
+    if not stored and normalize_tag(name).startswith(f"{CARD}:"):  # its id: another card's
+        raise InvalidInputError(f"{where}a card's name may not start with '{CARD}:': {name!r}")
     aliases = _aliases(where, _given(data, "aliases", []), stored=stored)
     kind = _given(data, "kind", "")
     description = _given(data, "description", "")

@@ -313,3 +313,10 @@ def test_card_passage_defines_its_tag_and_links_out_to_the_cards_it_names():
     # A passage naming an alias links out to the card's tag.
     assert mentions.extract_one("行者与师父来到白虎岭") == {Link.outgoing("card", "孙悟空")}
     assert card_mentions([]) is None
+
+
+def test_a_card_name_starting_with_card_colon_is_refused():
+    """`card:Mara Vell` was stored as `card:card:mara vell`, and `get_card` by the id that
+    search gives for Mara Vell's card returned it instead."""
+    with pytest.raises(InvalidInputError, match=r"^a card's name may not start with 'card:'"):
+        card_from_mapping({"name": "Card:Mara Vell"})
