@@ -248,6 +248,12 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
         """Add or replace passages; each links out to the cards of the entities it names.
         Give metadata `chapter` (an integer) for chapter-scoped retrieval."""
         with _tool_errors():
+            for passage in passages:  # the key that marks a passage as a file's, never theirs
+                if FILE in passage.metadata:
+                    raise InvalidInputError(
+                        f"{passage.id}: metadata {FILE!r} marks passages ingested from files; "
+                        "name where it comes from as 'source'"
+                    )
             await _check_not_from_files(store, [p.id for p in passages])
             mentions = (await aplan_cards(store, [])).mentions()
             nodes = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -208,22 +209,6 @@ async def test_an_agent_builds_and_queries_a_world_over_mcp(store_url, tmp_path)
         )
         assert as_card_tag.is_error
         assert "a link in to a 'card' tag makes a passage a card's" in text_of(as_card_tag)
-        # A passage an ingest stored from a file that still exists is the file's to change.
-        chapter_file = tmp_path / "ch1.txt"
-        chapter_file.write_text("第一回", encoding="utf-8")
-        owned = {"id": "ch1.txt#0", "text": "第一回", "metadata": {"file": str(chapter_file)}}
-        await client.call_tool("put_passages", {"passages": [owned]})
-        changed = {"id": "ch1.txt#0", "text": "改写"}
-        refused = await client.call_tool("put_passages", {"passages": [changed]})
-        assert refused.is_error
-        assert f"ch1.txt#0: this passage is ingested from {chapter_file}" in text_of(refused)
-        kept = structured(await client.call_tool("get_passage", {"id": "ch1.txt#0"}))
-        assert kept["text"] == "第一回"
-        chapter_file.unlink()  # gone: nothing would undo the change
-        assert structured(await client.call_tool("put_passages", {"passages": [changed]})) == [
-            "ch1.txt#0"
-        ]
-
         again = structured(await client.call_tool("search", {"query": "三打白骨精", "k": 1}))
         assert len(again) == 1
         assert structured(await client.call_tool("get_card", {"name": "孙悟空"}))["aliases"] == [
@@ -259,6 +244,36 @@ async def test_get_card_takes_the_id_a_search_returns(tmp_path):
     for name in ("孙悟空", "行者", added["id"]):
         found = structured(await server.call_tool("get_card", {"name": name}))
         assert found["id"] == added["id"] == "card:孙悟空"
+
+
+async def test_a_passage_ingested_from_a_file_is_the_files_to_change(tmp_path):
+    """A passage an ingest stored from a file that still exists is refused to put_passages
+    (the next ingest would undo the change); and a passage put with metadata `file` claimed
+    to be a file's, so that the agent could no longer replace it, though no ingest stored
+    it."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from graphstore.mcp_server import build_server
+    from graphstore.nodes import Node
+
+    store = GraphStore(KeyedEmbeddings(dimension=4), EmbeddedStorage(":memory:"))
+    server = build_server(store)
+    chapter_file = tmp_path / "ch1.txt"
+    chapter_file.write_text("第一回", encoding="utf-8")
+    await store.aadd_nodes([Node("ch1.txt#0", "第一回", {"file": str(chapter_file)})])
+    changed = {"id": "ch1.txt#0", "text": "改写"}
+    refused = rf"^ch1\.txt#0: this passage is ingested from {re.escape(str(chapter_file))}"
+    with pytest.raises(ToolError, match=refused):
+        await server.call_tool("put_passages", {"passages": [changed]})
+    assert [node.text for node in await store.aget(["ch1.txt#0"])] == ["第一回"]
+    chapter_file.unlink()  # gone: nothing would undo the change
+    assert structured(await server.call_tool("put_passages", {"passages": [changed]})) == [
+        "ch1.txt#0"
+    ]
+    claimed = {"id": "d#2", "text": "x", "metadata": {"file": str(tmp_path / "c1.md")}}
+    with pytest.raises(ToolError, match=r"^d#2: metadata 'file' marks passages ingested"):
+        await server.call_tool("put_passages", {"passages": [claimed]})
+    assert await store.aget(["d#2"]) == []
 
 
 INITIALIZE = {
