@@ -393,9 +393,13 @@ class _Section(NamedTuple):
         right before `## At the harbour`, or a file's opening `---` rule before its first
         heading)."""
         return any(line.strip() for line in self.lines) and not any(
-            line.strip() and not THEMATIC_BREAK.fullmatch(line)
-            for line in self.lines[self.heading :]
+            map(_holds_text, self.lines[self.heading :])
         )
+
+
+def _holds_text(line: str) -> bool:
+    """Whether a line holds text: it is neither blank nor a scene break."""
+    return bool(line.strip()) and not THEMATIC_BREAK.fullmatch(line)
 
 
 def _pack_sections(source: str, sections: list[_Section], max_chars: int) -> list[Passage]:
@@ -424,7 +428,7 @@ def _pack_sections(source: str, sections: list[_Section], max_chars: int) -> lis
 def _closing_breaks(lines: list[str]) -> list[str]:
     """The lines after a section's last text, when a scene break is among them."""
     start = len(lines)
-    while start and (not lines[start - 1].strip() or THEMATIC_BREAK.fullmatch(lines[start - 1])):
+    while start and not _holds_text(lines[start - 1]):
         start -= 1
     closing = lines[start:]
     return closing if any(THEMATIC_BREAK.fullmatch(line) for line in closing) else []
