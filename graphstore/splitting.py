@@ -268,9 +268,13 @@ def _after(parts: list[str], breaks: list[str], max_chars: int) -> list[str]:
     return [*parts, *breaks]
 
 
+BREAK_MARKS = r"(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})"
+"""The marks of a scene break line (`---`, `* * *`, `___`)."""
+THEMATIC_BREAK = re.compile(rf" {{0,3}}{BREAK_MARKS}")
+"""A scene break (`---`, `* * *`): it ends a paragraph, and is no heading's text."""
 ITEM_START = re.compile(
     r"\n(?=[ \t]{0,3}(?:[-*+][ \t]|\d{1,9}[.)][ \t]|\|))"
-    r"(?![ \t]{0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,})(?:\n|\Z))"
+    rf"(?![ \t]{{0,3}}{BREAK_MARKS}(?:\n|\Z))"
 )
 """A line break before a list item or a table row (not a `* * *` or `- - -` scene break):
 where a paragraph too long for one passage is cut first, since a row or an item cut in two
@@ -431,7 +435,7 @@ def _closing_breaks(lines: list[str]) -> list[str]:
     while start and not _holds_text(lines[start - 1]):
         start -= 1
     closing = lines[start:]
-    return closing if any(THEMATIC_BREAK.fullmatch(line) for line in closing) else []
+    return closing if any(line.strip() for line in closing) else []  # a line not blank: a break
 
 
 def _headed(heading: list[str], body: list[str], max_chars: int) -> list[str]:
@@ -486,8 +490,6 @@ def markdown_heading(line: str) -> tuple[int, str] | None:
 
 SETEXT_UNDERLINE = re.compile(r" {0,3}(?:=+|-+)[ \t]*")
 """A setext heading's underline: `===` (level 1) or `---` (level 2) under a line of text."""
-THEMATIC_BREAK = re.compile(r" {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})")
-"""A scene break (`---`, `* * *`): it ends a paragraph, and is no heading's text."""
 OTHER_BLOCK = re.compile(r" {4}| {0,3}(?:[>#<|]|[-*+][ \t]|\d{1,9}[.)][ \t])")
 """The start of a block that is not a paragraph (indented code, a quote, HTML, a table row,
 a list item): no underline below it makes a heading."""
