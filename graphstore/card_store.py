@@ -146,19 +146,26 @@ class CardPlan:
 def _replaceable(stored: Card, card: Card, read: Collection[str]) -> bool:
     """Whether `card` may replace the stored card of its name: one recorded from the same
     file, from a file that is gone (moved) or that this ingest read (it no longer declares
-    the card, which moved to another file), or from no file and no source (an agent's
-    `put_card`).  A card stored before cards recorded their file is replaced only from
-    the same source name, since its file cannot be told.  So an agent's card (no source)
-    replaces only an agent's card or one whose file is gone: the next ingest of a card's
-    file would silently undo the agent's change."""
+    the card, which moved to another file), or from the same source name: an agent's
+    `put_card` (no source) over an agent's card, or a card stored before cards recorded
+    their file, whose file cannot be told.  So an agent's card replaces only an agent's
+    card or one whose file is gone (the next ingest of that file would silently undo the
+    agent's change), and a card file does not replace an agent's card (its aliases and
+    attributes would be lost without a word)."""
     if stored.file:
         return stored.file in read or not owned_elsewhere(stored.file, card.file)
-    return not stored.source or stored.source == card.source
+    return stored.source == card.source
 
 
 def _taken(card: Card, other: Card) -> str:
     """The one-line error for `card` when the stored card of its name is not replaceable."""
     where = f"{other.source} ({other.file})" if other.file else other.source
+    if card.source and not other.source:
+        return (
+            f"{card.source}: a card named {card.name!r} is already stored by an agent "
+            f"(put_card); delete it first (graphstore delete --id {other.id!r}) to keep it "
+            "in this file"
+        )
     if card.source:
         return (
             f"{card.source}: a card named {card.name!r} is already stored from {where}; "

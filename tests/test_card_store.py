@@ -453,6 +453,28 @@ async def test_an_agents_card_does_not_replace_a_card_kept_in_a_file(backend, tm
     assert (await aget_card(store, "card:孙悟空")).kind == "monkey"
 
 
+async def test_a_card_file_does_not_replace_an_agents_card(backend, tmp_path):
+    """A card file named as an agent's card used to replace it without a word, and the
+    aliases and attributes the agent had given were gone.  It is refused until the agent's
+    card is deleted."""
+    store = GraphStore(KeyedEmbeddings(dimension=8), backend)
+    await awrite_cards(store, await aplan_cards(store, [Card("白骨精", aliases=("尸魔",))]))
+    cards = tmp_path / "cards"
+    write(cards / "demon.yaml", "name: 白骨精\nkind: demon\n")
+    before = await snapshot(store)
+    with pytest.raises(InvalidInputError) as error:
+        await ingest(store, tmp_path, [], cards)
+    assert str(error.value) == (
+        "cards/demon.yaml: a card named '白骨精' is already stored by an agent (put_card); "
+        "delete it first (graphstore delete --id 'card:白骨精') to keep it in this file"
+    )
+    assert await snapshot(store) == before
+    await store.adelete(["card:白骨精"])
+    assert (await ingest(store, tmp_path, [], cards)).cards == 1
+    demon = await aget_card(store, "card:白骨精")
+    assert (demon.kind, demon.aliases) == ("demon", ())
+
+
 async def test_two_writers_racing_for_one_alias_never_leave_two_owners(backend):
     """Two agents' `put_card` at once ("Alpha" and "Beta", both with the alias "Shared")
     each passed its check before the other wrote: both cards were stored, and from then on
