@@ -240,8 +240,9 @@ class GraphStoreVectorStore(GraphVectorStore):
     # -- similarity ----------------------------------------------------------------------
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        # Cosine similarity in [-1, 1] to LangChain's relevance in [0, 1].
-        return lambda score: (score + 1.0) / 2.0
+        # Cosine similarity in [-1, 1] to LangChain's relevance in [0, 1], clipped: float32
+        # rounding gives some vectors a cosine of 1.0000001 with themselves.
+        return lambda score: min(1.0, max(0.0, (score + 1.0) / 2.0))
 
     async def asimilarity_search_with_score(
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any

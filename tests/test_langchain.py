@@ -36,6 +36,7 @@ from graphstore import GraphStore, InvalidInputError, TraversalStats
 from graphstore.adapter import GraphStoreAdapter
 from graphstore.langchain import GraphStoreRetriever, GraphStoreVectorStore
 from graphstore.strategy import DEFAULT, MAX_K
+from graphstore.testing.embeddings import KeyedEmbeddings
 
 warnings.filterwarnings("ignore", message=".*GraphVectorStore.*deprecated.*")
 
@@ -429,6 +430,21 @@ def test_a_score_threshold_search_needs_a_threshold_between_0_and_1(vectorstore)
         vectorstore.as_retriever(search_kwargs=None)
     found = vectorstore.search("cats purr", "similarity_score_threshold", score_threshold=0.0)
     assert {document.id for document in found} == {"c", "d"}
+
+
+def test_a_passages_relevance_to_its_own_text_stays_within_0_and_1(backend):
+    """float32 rounding makes the cosine of some vectors with themselves 1.0000001 (here
+    "text 8" among these 32 on the embedded backend), and LangChain warned that the
+    relevance score (cos + 1) / 2 was above 1."""
+    store = GraphStoreVectorStore(KeyedEmbeddings(dimension=384), backend)
+    texts = [f"text {number}" for number in range(32)]
+    store.add_texts(texts, ids=texts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for text in texts:
+            ((document, relevance),) = store.similarity_search_with_relevance_scores(text, k=1)
+            assert document.id == text
+            assert 1.0 - 1e-6 < relevance <= 1.0
 
 
 def test_a_nodes_own_links_metadata_is_not_hidden_by_its_link_tags(vectorstore):
