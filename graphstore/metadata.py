@@ -73,7 +73,17 @@ def check_json(value: Any, path: str, depth: int = 0) -> None:
             check_utf8(f"a key of {path}", key)
             check_json(item, f"{path}.{key}", depth + 1)
         return
-    raise InvalidInputError(f"{path} is a {type(value).__name__}, which the store cannot keep")
+    raise InvalidInputError(f"{path} is a {_type_name(value)}, which the store cannot keep")
+
+
+def _type_name(value: Any) -> str:
+    """The type of a value the store refuses, with its module when not a built-in: a NumPy
+    bool was refused as "a bool", which is what the store keeps."""
+    kind = type(value)
+    if kind.__module__ == "builtins":
+        return kind.__name__
+    hint = " (convert it with .item())" if kind.__module__ == "numpy" else ""
+    return f"{kind.__module__}.{kind.__qualname__}{hint}"
 
 
 def canonical(value: Any) -> Any:

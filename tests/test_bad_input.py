@@ -60,6 +60,11 @@ CASES = [
     Case("list metadata", add(node(metadata=["a"])), "metadata must be a dict, not list"),
     Case("bytes in metadata", add(node(metadata={"b": b"x"})), "metadata.b is a bytes"),
     Case("set in metadata", add(node(metadata={"s": {1}})), "metadata.s is a set"),
+    Case(
+        "NumPy bool in metadata",  # was refused as "a bool", which the store keeps
+        add(node(metadata={"flag": np.bool_(True)})),
+        "metadata.flag is a numpy.bool (convert it with .item()), which the store cannot keep",
+    ),
     Case("NaN in metadata", add(node(metadata={"x": math.nan})), "metadata.x is nan"),
     Case("non-string key", add(node(metadata={1: "x"})), "non-string key 1"),
     Case(
