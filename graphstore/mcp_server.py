@@ -19,7 +19,15 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from graphstore.card_store import aget_card, aplan_cards, astored_cards, awrite_cards
-from graphstore.cards import CARD, Card, card_from_mapping, card_id, fact_as_of, render_card
+from graphstore.cards import (
+    CARD,
+    MAX_NAME,
+    Card,
+    card_from_mapping,
+    card_id,
+    fact_as_of,
+    render_card,
+)
 from graphstore.chapters import as_of_filter, check_chapter
 from graphstore.errors import CorruptRowError, GraphStoreError, InvalidInputError
 from graphstore.links import Link, as_links
@@ -235,6 +243,11 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
         with _tool_errors():
             if as_of_chapter is not None:
                 check_chapter("as_of_chapter", as_of_chapter)
+            if len(name) > len(f"{CARD}:") + MAX_NAME:  # its id would be refused as too long
+                raise InvalidInputError(
+                    f"no card named that: a name is {len(name)} characters long, and names "
+                    f"and aliases are at most {MAX_NAME}"
+                )
             card = await aget_card(store, card_id(name))
             if card is None and name.startswith(f"{CARD}:"):
                 card = await aget_card(store, name)

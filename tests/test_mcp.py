@@ -246,6 +246,23 @@ async def test_get_card_takes_the_id_a_search_returns(tmp_path):
         assert found["id"] == added["id"] == "card:孙悟空"
 
 
+async def test_get_card_with_a_name_no_card_can_have_says_so(tmp_path):
+    """A name over 507 characters was refused as "an id is 513 characters long; the limit is
+    512", an id the agent never gave."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from graphstore.mcp_server import build_server
+
+    server = build_server(GraphStore(KeyedEmbeddings(dimension=4), EmbeddedStorage(":memory:")))
+    for name in ("x" * 508, "card:" + "x" * 600):
+        with pytest.raises(ToolError) as error:
+            await server.call_tool("get_card", {"name": name})
+        assert str(error.value) == (
+            f"no card named that: a name is {len(name)} characters long, and names and "
+            "aliases are at most 200"
+        )
+
+
 async def test_a_passage_ingested_from_a_file_is_the_files_to_change(tmp_path):
     """A passage an ingest stored from a file that still exists is refused to put_passages
     (the next ingest would undo the change); and a passage put with metadata `file` claimed
