@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -106,7 +107,17 @@ def _text(where: str, value: Any, *, limit: int | None = None) -> str:
         raise InvalidInputError(f"{where} must be non-empty text, {_not(value)}")
     if limit is not None and len(value) > limit:
         raise InvalidInputError(f"{where} is {len(value)} characters long; the limit is {limit}")
+    control = next((char for char in value if _is_control(char)), None)
+    if control is not None:  # no text names it, and a prompt would show it raw
+        raise InvalidInputError(
+            f"{where} {value.strip()!r} holds the control character U+{ord(control):04X}"
+        )
     return value.strip()
+
+
+def _is_control(char: str) -> bool:
+    """A control character other than white space (a tab or a line break folds to a space)."""
+    return unicodedata.category(char) == "Cc" and not char.isspace()
 
 
 def _value(where: str, value: Any) -> Value:

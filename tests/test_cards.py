@@ -320,3 +320,16 @@ def test_a_card_name_starting_with_card_colon_is_refused():
     search gives for Mara Vell's card returned it instead."""
     with pytest.raises(InvalidInputError, match=r"^a card's name may not start with 'card:'"):
         card_from_mapping({"name": "Card:Mara Vell"})
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("name", "A\x00B"), ("aliases", ["Bell\x07"]), ("attributes", {"home\x1b": "x"})],
+)
+def test_a_control_character_in_a_name_is_refused(field, value):
+    """`put_card {"name": "A\u0000B"}` stored `card:a\x00b`, a card no text can name and a
+    prompt shows raw; a tab or a line break is folded to a space, as before."""
+    fields = {"name": "x", field: value}
+    with pytest.raises(InvalidInputError, match=r"holds the control character U\+00(00|07|1B)$"):
+        card_from_mapping(fields)
+    assert card_from_mapping({"name": "Elin\n2", "aliases": ["Lin\tV"]}).id == "card:elin 2"
