@@ -180,7 +180,9 @@ async def _check_not_from_files(store: GraphStore, ids: list[str]) -> None:
 
 def build_server(store: GraphStore, shown: str = "") -> MCPServer:
     """An MCP server whose tools read and write `store` (`shown`: its redacted location)."""
-    server = _Server("graphstore", instructions=INSTRUCTIONS)
+    # Warnings up only: at INFO the SDK logs each tool error again on stderr, over lines
+    # wrapped for a terminal no client shows, and each request as it comes.
+    server = _Server("graphstore", instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool()
     async def search(

@@ -326,6 +326,23 @@ def _send(server: subprocess.Popen[bytes], message: dict[str, object]) -> None:
     server.stdin.flush()
 
 
+def test_a_tool_error_reaches_the_client_and_leaves_stderr_quiet(tmp_path):
+    """The SDK also logged every tool error at INFO on stderr, wrapped over several lines
+    at a terminal's width, with the time and its own source line."""
+    server = _serving(tmp_path)
+    try:
+        arguments = {"name": "get_card", "arguments": {"name": "nobody"}}
+        _send(server, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": arguments})
+        answer = json.loads(server.stdout.readline())
+        assert answer["result"]["isError"] is True
+        assert answer["result"]["content"][0]["text"] == "no card named 'nobody'"
+        server.stdin.close()
+        assert server.wait(timeout=60) == 0
+        assert server.stderr.read() == b""
+    finally:
+        server.kill()
+
+
 def test_ctrl_c_stops_a_server_waiting_for_its_client(tmp_path):
     """It waited for the next line of stdin: until the client closed it."""
     server = _serving(tmp_path)
