@@ -475,8 +475,21 @@ class EmbeddedStorage(Storage):
         if not self._reading:
             self._refresh()
 
+    def _check_file(
+        self, action: str = "reading", why: str = "what it holds is gone or another store's"
+    ) -> None:
+        """Refuse `action` (`why`: what it would do) when the path no longer names the file
+        opened: a long-running process (`graphstore mcp`) kept reading a store file deleted
+        or replaced by a new ingest, answering from what was gone."""
+        if self._file is not None and file_identity(self.local_files[0]) != self._file:
+            raise StorageError(
+                f"{action} {self.path} failed: the file was deleted or replaced since this "
+                f"store opened it, so {why}; open the store again"
+            )
+
     def _refresh(self) -> None:
         """Bring memory up to what other connections committed, reading only what changed."""
+        self._check_file()
         version = self._db.execute("PRAGMA data_version").fetchone()[0]
         if version == self._data_version:
             return
@@ -560,12 +573,7 @@ class EmbeddedStorage(Storage):
                 f"{action} {self.path} failed: it is open read-only "
                 "(the file or its folder is not writable)"
             )
-        if self._file is not None and file_identity(self.path) != self._file:
-            raise StorageError(
-                f"{action} {self.path} failed: the file was deleted or replaced since this "
-                "store opened it, so a write would go to a file no one can open; open the "
-                "store again"
-            )
+        self._check_file(action, "a write would go to a file no one can open")
         with self._failures(action), self._transaction("BEGIN IMMEDIATE"):
             self._refresh()
             seq = self._seq + 1
@@ -733,6 +741,7 @@ class EmbeddedStorage(Storage):
 
     async def recorded_model(self) -> str | None:
         with self._lock, self._failures("reading"):
+            self._check_file()
             return self._meta("model")
 
     async def record_model(self, model: str, replacing: str | None = None) -> str:
@@ -765,10 +774,12 @@ class EmbeddedStorage(Storage):
 
     async def node_ids(self) -> list[str]:
         with self._lock:
+            self._check_file()
             return [row[0] for row in self._db.execute("SELECT id FROM nodes")]
 
     async def metadata_values(self, key: str) -> dict[str, object]:
         with self._lock, self._failures("reading"), self._transaction():
+            self._check_file()
             return values_by_id(self._db.execute("SELECT id, metadata FROM nodes"), key)
 
     async def check(self) -> list[str]:

@@ -256,3 +256,36 @@ async def test_a_write_to_a_store_file_deleted_or_replaced_since_it_opened_is_re
     await storage.close()
     assert await replacement.node_ids() == ["c"]
     await replacement.close()
+
+
+async def test_a_read_of_a_store_file_deleted_or_replaced_since_it_opened_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A long-running `graphstore mcp` kept answering from a store file that `rm demo.db &&
+    graphstore ingest` had replaced: passages gone from the new store came back.  A store
+    opened by a relative path still reads after the process changes folder."""
+    monkeypatch.chdir(tmp_path)
+    storage = EmbeddedStorage("s.db")
+    await storage.upsert([stored("a")])
+    monkeypatch.chdir(tmp_path.parent)
+    assert await storage.node_ids() == ["a"]
+    for name in ("s.db", "s.db-wal", "s.db-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    replacement = EmbeddedStorage(tmp_path / "s.db")
+    await replacement.upsert([stored("c")])
+    reads = [
+        storage.node_ids(),
+        storage.get(["a"]),
+        storage.search(unit([1.0, 0.0]), 1, EVERYTHING),
+        storage.search_hits(unit([1.0, 0.0]), 1, EVERYTHING),
+    ]
+    for read in reads:
+        with pytest.raises(StorageError) as error:
+            await read
+        assert str(error.value) == (
+            "reading s.db failed: the file was deleted or replaced since this store opened "
+            "it, so what it holds is gone or another store's; open the store again"
+        )
+    await storage.close()
+    assert await replacement.node_ids() == ["c"]
+    await replacement.close()
