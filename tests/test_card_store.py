@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,22 @@ async def ingest(store: GraphStore, tmp_path: Path, paths, cards):
 async def snapshot(store: GraphStore) -> dict[str, tuple]:
     ids = sorted(await store.anode_ids())
     return {n.id: (n.text, dict(n.metadata), n.links) for n in await store.aget(ids)}
+
+
+async def put_card(store: GraphStore, card: Card) -> None:
+    """What an agent's `put_card` does: plan the card against the store, then write it."""
+    await awrite_cards(store, await aplan_cards(store, [card]))
+
+
+async def assert_refused(
+    store: GraphStore, attempt: Callable[[], Awaitable[object]], message: str
+) -> None:
+    """`attempt()` fails with exactly `message` and leaves the store as it was."""
+    before = await snapshot(store)
+    with pytest.raises(InvalidInputError) as error:
+        await attempt()
+    assert str(error.value) == message
+    assert await snapshot(store) == before
 
 
 async def test_passages_naming_an_entity_link_out_to_its_card(backend, tmp_path):
@@ -298,15 +315,13 @@ async def test_cards_without_a_recorded_file_are_never_removed_as_stale(backend,
     report = await ingest(store, tmp_path, [], cards)
     assert (report.cards, report.removed_cards) == (1, 0)
     assert sorted(await store.anode_ids()) == ["card:孙悟空", "card:猪八戒", "card:白骨精"]
-    before = await snapshot(store)
     write(cards / "pig.yaml", "name: 猪八戒\nkind: impostor\n")
-    with pytest.raises(InvalidInputError) as error:
-        await ingest(store, tmp_path, [], cards)
-    assert str(error.value) == (
+    await assert_refused(
+        store,
+        lambda: ingest(store, tmp_path, [], cards),
         "cards/pig.yaml: a card named '猪八戒' is already stored from cards/bajie.yaml; "
-        "rename one of them"
+        "rename one of them",
     )
-    assert await snapshot(store) == before
     (cards / "pig.yaml").rename(cards / "bajie.yaml")
     assert (await ingest(store, tmp_path, [], cards)).removed_cards == 0
     pig = await aget_card(store, "card:猪八戒")
@@ -323,14 +338,12 @@ async def test_a_card_of_another_existing_file_is_refused_until_that_file_is_gon
     write(p2 / "cards" / "wukong.yaml", "name: 孙悟空\nkind: impostor\n")
     store = GraphStore(KeyedEmbeddings(dimension=8), backend)
     await aingest_with_cards(store, [], p1 / "cards", linkers=[], root=p1)
-    before = await snapshot(store)
-    with pytest.raises(InvalidInputError) as error:
-        await aingest_with_cards(store, [], p2 / "cards", linkers=[], root=p2)
-    assert str(error.value) == (
+    await assert_refused(
+        store,
+        lambda: aingest_with_cards(store, [], p2 / "cards", linkers=[], root=p2),
         f"cards/wukong.yaml: a card named '孙悟空' is already stored from cards/wukong.yaml "
-        f"({first}); rename one of them"
+        f"({first}); rename one of them",
     )
-    assert await snapshot(store) == before
     p1.rename(tmp_path / "moved")  # the recorded file is gone: replacing is right
     report = await aingest_with_cards(store, [], p2 / "cards", linkers=[], root=p2)
     assert report.removed_cards == 0
@@ -437,19 +450,17 @@ async def test_an_agents_card_does_not_replace_a_card_kept_in_a_file(backend, tm
     kept = write(cards / "wukong.yaml", "name: 孙悟空\nkind: character\n")
     store = GraphStore(KeyedEmbeddings(dimension=8), backend)
     await ingest(store, tmp_path, [], cards)
-    before = await snapshot(store)
-    with pytest.raises(InvalidInputError) as error:
-        await awrite_cards(store, await aplan_cards(store, [Card("孙悟空", kind="monkey")]))
-    assert str(error.value) == (
+    await assert_refused(
+        store,
+        lambda: put_card(store, Card("孙悟空", kind="monkey")),
         f"the card '孙悟空' is kept in cards/wukong.yaml ({kept}): change it there and ingest "
-        "it again (an ingest of that file would undo a change made here)"
+        "it again (an ingest of that file would undo a change made here)",
     )
-    assert await snapshot(store) == before
-    await awrite_cards(store, await aplan_cards(store, [Card("白骨精", kind="demon")]))
-    await awrite_cards(store, await aplan_cards(store, [Card("白骨精", kind="spirit")]))
+    await put_card(store, Card("白骨精", kind="demon"))
+    await put_card(store, Card("白骨精", kind="spirit"))
     assert (await aget_card(store, "card:白骨精")).kind == "spirit"
     kept.unlink()
-    await awrite_cards(store, await aplan_cards(store, [Card("孙悟空", kind="monkey")]))
+    await put_card(store, Card("孙悟空", kind="monkey"))
     assert (await aget_card(store, "card:孙悟空")).kind == "monkey"
 
 
@@ -458,17 +469,15 @@ async def test_a_card_file_does_not_replace_an_agents_card(backend, tmp_path):
     aliases and attributes the agent had given were gone.  It is refused until the agent's
     card is deleted."""
     store = GraphStore(KeyedEmbeddings(dimension=8), backend)
-    await awrite_cards(store, await aplan_cards(store, [Card("白骨精", aliases=("尸魔",))]))
+    await put_card(store, Card("白骨精", aliases=("尸魔",)))
     cards = tmp_path / "cards"
     write(cards / "demon.yaml", "name: 白骨精\nkind: demon\n")
-    before = await snapshot(store)
-    with pytest.raises(InvalidInputError) as error:
-        await ingest(store, tmp_path, [], cards)
-    assert str(error.value) == (
+    await assert_refused(
+        store,
+        lambda: ingest(store, tmp_path, [], cards),
         "cards/demon.yaml: a card named '白骨精' is already stored by an agent (put_card); "
-        "delete it first (graphstore delete --id 'card:白骨精') to keep it in this file"
+        "delete it first (graphstore delete --id 'card:白骨精') to keep it in this file",
     )
-    assert await snapshot(store) == before
     await store.adelete(["card:白骨精"])
     assert (await ingest(store, tmp_path, [], cards)).cards == 1
     demon = await aget_card(store, "card:白骨精")
@@ -483,11 +492,11 @@ async def test_two_writers_racing_for_one_alias_never_leave_two_owners(backend):
     written.  Beta is refused and taken out again; later writes go on."""
     store = GraphStore(KeyedEmbeddings(dimension=8), backend)
     beta = await aplan_cards(store, [Card("Beta", aliases=("Shared",))])
-    await awrite_cards(store, await aplan_cards(store, [Card("Alpha", aliases=("Shared",))]))
+    await put_card(store, Card("Alpha", aliases=("Shared",)))
     with pytest.raises(InvalidInputError, match=r"^Beta: 'Shared' already names 'Alpha'"):
         await awrite_cards(store, beta)
     assert sorted(card.name for card in await astored_cards(store)) == ["Alpha"]
-    await awrite_cards(store, await aplan_cards(store, [Card("Gamma")]))
+    await put_card(store, Card("Gamma"))
     assert sorted(card.name for card in await astored_cards(store)) == ["Alpha", "Gamma"]
 
 
@@ -499,7 +508,7 @@ async def test_a_store_whose_cards_share_an_alias_still_takes_other_writes(backe
     alpha, beta = Card("Alpha", aliases=("Shared",)), Card("Beta", aliases=("Shared",))
     mentions = card_mentions([alpha, beta])
     await store.aadd_nodes([card_node(alpha, mentions), card_node(beta, mentions)])
-    await awrite_cards(store, await aplan_cards(store, [Card("Gamma", aliases=("G",))]))
+    await put_card(store, Card("Gamma", aliases=("G",)))
     assert sorted(card.name for card in await astored_cards(store)) == ["Alpha", "Beta", "Gamma"]
     with pytest.raises(InvalidInputError, match=r"^Delta: 'Shared' already names 'Alpha'"):
         await aplan_cards(store, [Card("Delta", aliases=("Shared",))])
