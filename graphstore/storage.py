@@ -30,10 +30,13 @@ def corrupt_row(node_id: str, reason: object) -> str:
     return f"the row of {node_id!r} {CORRUPT_ROW}: {told}"
 
 
-def check_utf8_columns(node_id: str, **columns: str) -> None:
+def check_utf8_columns(node_id: str, **columns: str | bytes) -> None:
     """A one-line `CorruptRowError` naming the first of a row's `columns` that is not UTF-8
-    (read through `sqlite_file.lenient_text`)."""
+    (read through `sqlite_file.lenient_text`) or not text at all (a BLOB, which SQLite
+    returns as bytes whatever the column's type)."""
     for column, value in columns.items():
+        if isinstance(value, bytes):
+            raise CorruptRowError(corrupt_row(node_id, f"its {column} is a BLOB, not text"))
         if not value.isascii() and not is_utf8(value):
             raise CorruptRowError(corrupt_row(node_id, f"its {column} is not UTF-8"))
 

@@ -1010,6 +1010,9 @@ CORRUPT_ROWS = [
     # Bytes that are not UTF-8 (a damaged page): every command, opening included, failed.
     ("metadata", bytearray(b'{"x": "\xff"}')),
     ("links", bytearray(b'[["kw", "bidir", "shared\xff"]]')),
+    # A BLOB, which SQLite returns as bytes: a traceback from every command.
+    ("metadata", b'{"x": 1}'),
+    ("links", b'[["kw", "bidir", "shared"]]'),
 ]
 """A bytearray is written as text (CAST), bytes as a blob."""
 
@@ -1057,16 +1060,21 @@ def test_a_row_changed_outside_graphstore_leaves_the_rest_of_the_store_usable(
     store.close()
 
 
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [(bytearray(b"te\xffxt"), "is not UTF-8"), (b"text", "is a BLOB, not text")],
+)
 def test_a_passage_text_that_is_not_utf8_is_named_by_check_and_repaired_by_a_write(
-    tmp_path, capsys
+    tmp_path, capsys, value, reason
 ):
     """The store opened, but a search returning the row failed with SQLite's "Could not
-    decode to UTF-8", and `check` found nothing: the index reads no text."""
+    decode to UTF-8", and `check` found nothing: the index reads no text.  A text stored as
+    a BLOB gave a traceback from every command, `check` and `delete --id` included."""
     path = tmp_path / "s.db"
-    _store_with_a_corrupt_row(path, "text", bytearray(b"te\xffxt"))
+    _store_with_a_corrupt_row(path, "text", value)
     status, out, _ = cli(capsys, "--store", str(path), "check")
     assert status == 1
-    assert "the row of 'a' is corrupt (changed outside graphstore?): its text is not UTF-8" in out
+    assert f"the row of 'a' is corrupt (changed outside graphstore?): its text {reason}" in out
     status, _, err = cli(capsys, "--store", str(path), "show", "a")
     one_line_error(status, err, "the row of 'a' is corrupt")
     store = GraphStore(None, EmbeddedStorage(path))
