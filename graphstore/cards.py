@@ -30,6 +30,7 @@ from graphstore.inline import inline
 from graphstore.links import TagKey
 from graphstore.nodes import Node
 from graphstore.splitting import FILE
+from graphstore.utf8 import check_utf8
 
 CARD = "card"
 """The metadata `kind` of a card passage, and the link kind of its tag."""
@@ -107,6 +108,7 @@ def _text(where: str, value: Any, *, limit: int | None = None) -> str:
         raise InvalidInputError(f"{where} must be non-empty text, {_not(value)}")
     if limit is not None and len(value) > limit:
         raise InvalidInputError(f"{where} is {len(value)} characters long; the limit is {limit}")
+    check_utf8(where, value)  # refused when stored, after the ingest wrote the text
     control = next((char for char in value if _is_control(char)), None)
     if control is not None:  # no text names it, and a prompt would show it raw
         raise InvalidInputError(
@@ -133,6 +135,8 @@ def _value(where: str, value: Any) -> Value:
             raise InvalidInputError(
                 f"{where} must be text, a number, true/false or a list of them, {_not(item)}"
             )
+        if isinstance(item, str):
+            check_utf8(where, item)
     return list(items) if isinstance(value, list) else value
 
 
@@ -202,6 +206,7 @@ def card_from_mapping(data: Any, source: str = "", *, stored: bool = False) -> C
     for field, text in (("kind", kind), ("description", description)):
         if not isinstance(text, str):
             raise InvalidInputError(f"{where}{field} must be text, {_not(text)}")
+        check_utf8(f"{where}{field}", text)
     attributes = _given(data, "attributes", {})
     if not isinstance(attributes, Mapping):
         raise InvalidInputError(f"{where}attributes must be a mapping of name to value")

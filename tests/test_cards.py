@@ -182,6 +182,14 @@ def test_the_shipped_xiyouji_cards_parse():
             "name: 孙悟空\naliases: [悟空、行者]\n",
             "alias '悟空、行者' holds the list separator '、'",
         ),
+        # A lone surrogate was refused only when the card was written, after the ingest had
+        # stored the text, in a message naming no file.
+        ('name: "\\ud800"\n', "name contains '\\ud800' at position 0, a lone surrogate"),
+        ('name: x\naliases: ["\\ud800"]\n', "alias contains '\\ud800' at position 0"),
+        ('name: x\nkind: "\\ud800"\n', "kind contains '\\ud800' at position 0"),
+        ('name: x\ndescription: "a\\udcff"\n', "description contains '\\udcff' at position 1"),
+        ('name: x\nattributes: {w: "\\ud800"}\n', "attribute w contains '\\ud800'"),
+        ('name: x\nattributes: {"\\ud800": a}\n', "attribute name contains '\\ud800'"),
     ],
 )
 def test_bad_yaml_cards_get_one_line_errors_naming_the_file(text, message):
