@@ -35,7 +35,7 @@ from graphstore.errors import (
 )
 from graphstore.filter_expressions import filter_of
 from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, text_linker
-from graphstore.inline import escaped, inline, snippet
+from graphstore.inline import escaped, inline, printed_whole, snippet
 from graphstore.link_cache import LinkCache, cache_path
 from graphstore.links import TagKey
 from graphstore.location import (
@@ -552,7 +552,7 @@ async def _command(
             **_given_options(args),
         )
         context.check_shown()
-        print(context.text)
+        print(printed_whole(context.text))
         print(
             f"\n({_count(len(context.cards), 'card')}, {_count(len(context.hits), 'passage')}, "
             f"{context.tokens} of {context.budget} tokens)",
@@ -564,7 +564,7 @@ async def _command(
         print(f"metadata: {json.dumps(node.metadata, ensure_ascii=False)}")
         for link in sorted(node.links):
             print(f"link: {link.direction:5s} {inline(link.kind)}: {inline(link.tag)}")
-        print(f"\n{node.text}")
+        print(f"\n{printed_whole(node.text)}")
     elif args.command == "delete":
         await _delete(args, store, shown)
     elif args.command == "stats":

@@ -60,3 +60,14 @@ surrogates (which no terminal encoding takes)."""
 
 def _shown_in_snippet(char: str) -> bool:
     return unicodedata.category(char) not in UNSHOWN
+
+
+def printed_whole(text: str) -> str:
+    """A passage's text as a command prints it whole (`graphstore show`, `graphstore
+    prompt`): line breaks and tabs kept, other control characters and surrogates escaped as
+    in a snippet (an ingested file could recolour the terminal or retitle its window)."""
+    return escaped(text, _shown_whole)
+
+
+def _shown_whole(char: str) -> bool:
+    return char in "\n\t" or _shown_in_snippet(char)

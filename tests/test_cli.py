@@ -655,6 +655,21 @@ def test_search_shows_the_start_of_a_passage_without_spaces_and_escapes_its_cont
     assert "The monkey \\u001b]0;pwned\\u0007 king, می\u200cخواهم." in out
 
 
+def test_show_and_prompt_print_a_passage_whole_with_its_controls_escaped(tmp_path, capsys):
+    """`search` escaped a terminal escape in a passage, but `show` and `prompt` printed it
+    raw: an ingested file could recolour the terminal or retitle its window."""
+    (tmp_path / "notes.txt").write_text("The \x1b[31mred\x1b[0m monkey \x1b]0;pwned\x07 king.\n")
+    store, root = tmp_path / "s.db", str(tmp_path)
+    assert main(["--store", str(store), "ingest", root, "--root", root, "--links", "none"]) == 0
+    capsys.readouterr()
+    for command in (["show", "notes.txt#0"], ["prompt", "the red monkey king"]):
+        assert main(["--store", str(store), *command]) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out
+        assert "\x07" not in out
+        assert "The \\u001b[31mred\\u001b[0m monkey \\u001b]0;pwned\\u0007 king." in out
+
+
 @pytest.mark.parametrize("option", ["--cards", "--root", "--names"])
 def test_an_option_naming_one_folder_or_file_is_refused_twice(tmp_path, capsys, option):
     """`--cards a --cards b` ingested the cards of b alone and said nothing of a."""
