@@ -591,7 +591,7 @@ async def _command(
             problems = await store.acheck()
         for problem in problems:
             print(problem)
-        print(f"{len(problems)} problems found in {shown}")
+        print(f"{_count(len(problems), 'problem')} found in {shown}")
         note = store.storage.check_note_for(problems)
         if note:
             print(f"note: {note}")
@@ -651,9 +651,12 @@ async def _note_gone_files(store: GraphStore) -> None:
     recorded = await recorded_files(store)
     gone = gone_files(recorded.values())
     if gone:
-        count = sum(file in gone for file in recorded.values())
+        ids = [node_id for node_id, file in recorded.items() if file in gone]
+        cards = sum(node_id.startswith(f"{CARD}:") for node_id in ids)
+        counted = [_count(len(ids) - cards, "passage"), _count(cards, "card")]
+        found = " and ".join(part for part in counted if not part.startswith("0 "))
         print(
-            f"note: {_count(count, 'passage')} of {_count(len(gone), 'file')} not found here "
+            f"note: {found} of {_count(len(gone), 'file')} not found here "
             f"(first: {inline(min(gone))}); ingest their folder again, or `graphstore delete` "
             "them, to remove them"
         )

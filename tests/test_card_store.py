@@ -233,6 +233,10 @@ def test_cli_ingests_cards_and_refuses_a_bad_one_in_one_line(tmp_path, capsys):
     )
     assert main(["--store", str(store), "stats"]) == 0
     assert "\npassages: 4\ncards: 1\n" in capsys.readouterr().out
+    (cards / "孙悟空.md").unlink()  # `check` called the card a passage
+    text.unlink()
+    assert main(["--store", str(store), "check"]) == 0
+    assert "\nnote: 4 passages and 1 card of 2 files not found here " in capsys.readouterr().out
     assert (
         main(["--store", str(store), "delete", "--id", "card:孙悟空", "--id", "西游记.txt#0"]) == 0
     )

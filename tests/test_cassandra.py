@@ -377,7 +377,7 @@ async def test_check_says_a_batch_replay_may_be_pending_when_rows_disagree(stora
     )
     assert await asyncio.to_thread(main, ["--store", store_url(storage), "check"]) == 1
     out = capsys.readouterr().out
-    assert "1 problems found" in out
+    assert "1 problem found" in out
     assert "replaying logged batches" in out
     assert "check --repair" in out
     assert await asyncio.to_thread(main, ["--store", store_url(storage), "check", "--repair"]) == 0

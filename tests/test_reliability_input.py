@@ -1044,7 +1044,7 @@ def test_a_row_changed_outside_graphstore_leaves_the_rest_of_the_store_usable(
     status, out, _ = cli(capsys, "--store", str(path), "check")
     assert status == 1
     assert "the row of 'a' is corrupt (changed outside graphstore?)" in out
-    assert "1 problems found" in out
+    assert "1 problem found" in out
     status, out, _ = cli(capsys, "--store", str(path), "stats")
     assert status == 0
     assert "passages: 1\n" in out
