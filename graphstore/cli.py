@@ -329,6 +329,11 @@ def _names(path: Path | None) -> dict[str, str]:
         alias, _, canonical = line.strip().partition("\t")
         if not alias:
             continue
+        if "\t" in canonical:  # a third field was folded into the name
+            raise InvalidInputError(
+                f"{inline(str(path))} line {number}: more than two tab-separated fields; "
+                "give a name, or an alias, a tab and the name"
+            )
         canonical = canonical.strip() or alias
         if names.setdefault(alias, canonical) != canonical:  # the last line silently won
             raise InvalidInputError(

@@ -476,6 +476,13 @@ def test_an_alias_naming_two_entities_in_a_names_file_is_refused(tmp_path, capsy
     assert err.count("\n") == 1
     assert "names.txt line 3: 八戒 already names 猪八戒 (line 1); an alias names one entity" in err
     assert not store.exists()
+    names.write_text("Alice\tPerson A\tExtra\n", encoding="utf-8")  # was the name "person a extra"
+    assert main([*args, "--names", str(names)]) == 2
+    assert capsys.readouterr().err.endswith(
+        "names.txt line 1: more than two tab-separated fields; give a name, or an alias, a tab "
+        "and the name\n"
+    )
+    assert not store.exists()
 
 
 def test_ingest_with_keyword_and_mention_extractors_and_a_dense_tag_cap(tmp_path, capsys):
