@@ -17,6 +17,7 @@ use the multilingual model (`MULTILINGUAL_MODEL`) with `words_splitter="jieba"`.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,7 +55,9 @@ def load_gliner(model: str | Path) -> Any:
     """A GLiNER model from a local directory (never touching a hub) or a hub name; one that
     cannot be loaded is a one-line error."""
     quiet_transformers()
-    GLiNER = optional_import("gliner", "entity links").GLiNER
+    with warnings.catch_warnings():  # torch's FutureWarning on gliner's import: two lines
+        warnings.simplefilter("ignore", FutureWarning)
+        GLiNER = optional_import("gliner", "entity links").GLiNER
     local = Path(model).is_dir()
     try:
         return GLiNER.from_pretrained(str(model), local_files_only=local)

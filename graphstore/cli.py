@@ -389,6 +389,11 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
         elif name == "entities":
             if not args.gliner_model:
                 raise InvalidInputError("entities need --gliner-model DIR (a local GLiNER model)")
+            if not os.path.isdir(args.gliner_model):  # checked before torch loads
+                raise InvalidInputError(
+                    f"--gliner-model {inline(args.gliner_model)} is no folder: give the folder "
+                    "of a local GLiNER model"
+                )
             given = args.entity_labels or ENTITY_LABELS
             labels = [label.strip() for label in given.split(",") if label.strip()]
             extractor = extractors.GlinerLinkExtractor(labels, model=args.gliner_model)

@@ -979,9 +979,19 @@ def test_a_filter_value_that_cannot_be_meant_as_text_is_refused(expression, mess
 # -- found by a new-user pass ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("model", ["empty-folder", "no/such/model/dir"])
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ("empty-folder", "cannot load GLiNER from empty-folder (directory)"),
+        # Was GLiNER's "Repo id must be in the form 'repo_name' or 'namespace/repo_name'",
+        # after torch had loaded.
+        ("no/such/model/dir", "--gliner-model no/such/model/dir is no folder"),
+        ("a.md", "--gliner-model a.md is no folder: give the folder of a local GLiNER model"),
+    ],
+)
+@pytest.mark.usefixtures("models")
 def test_a_gliner_model_that_cannot_load_is_a_one_line_error(
-    models, tmp_path, capsys, monkeypatch, model
+    tmp_path, capsys, monkeypatch, model, message
 ):
     pytest.importorskip("gliner")
     monkeypatch.chdir(tmp_path)
@@ -992,7 +1002,7 @@ def test_a_gliner_model_that_cannot_load_is_a_one_line_error(
     status, _, err = cli(
         capsys, "--store", "s.db", "ingest", "a.md", "--links", "entities", "--gliner-model", model
     )
-    one_line_error(status, err, f"cannot load GLiNER from {model}")
+    one_line_error(status, err, message)
     assert (tmp_path / "s.db").read_bytes() == before
 
 
