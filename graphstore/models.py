@@ -231,6 +231,11 @@ def load_model(name: str = DEFAULT_MODEL) -> LocalModel:
                 f"{name} is not a sentence-transformers model directory (it has no config.json)"
             )
         return SentenceTransformerModel(name)
+    if Path(name).exists() or os.sep in name:  # a path that names no folder
+        what = "is a file" if Path(name).exists() else "names no folder"
+        raise InvalidInputError(
+            f"the model {name} {what}: use minilm, e5 or a local model directory"
+        )
     raise InvalidInputError(
         f"unknown embedding model {name!r}: use minilm, e5 or a local model directory"
     )

@@ -538,6 +538,13 @@ def test_case12_a_folder_that_is_not_a_model_is_one_line(models, tmp_path, capsy
     (folder / "notes.txt").write_text("hello\n")
     status, _, err = cli(capsys, "--store", str(store), "--model", str(folder), "search", "x")
     one_line_error(status, err, "is not a sentence-transformers model directory")
+    for given, what in (
+        (folder / "notes.txt", "is a file"),
+        (tmp_path / "gone", "names no folder"),
+    ):
+        status, _, err = cli(capsys, "--store", str(store), "--model", str(given), "search", "x")
+        # was "unknown embedding model", as of a misspelt name
+        one_line_error(status, err, f"the model {given} {what}: use minilm, e5 or a local model")
     (folder / "config.json").write_text("{}")
     status, _, err = cli(capsys, "--store", str(store), "--model", str(folder), "search", "x")
     one_line_error(status, err, f"cannot load the model in {folder}")
