@@ -363,6 +363,11 @@ class _Index:
 
 ORPHANS = "FROM tags WHERE node_id NOT IN (SELECT id FROM nodes)"
 """The tag rows of nodes that are not stored (`check` reports them, `repair` deletes them)."""
+TEXT_ID_ROWS = "FROM nodes WHERE typeof(id) = 'text'"
+"""The node rows graphstore can have written: an id SQLite holds as a BLOB (hand-written
+SQL) names no passage, so reads leave it out, `check` reports it and `repair` deletes it."""
+OTHER_ID_ROWS = "FROM nodes WHERE typeof(id) != 'text'"
+"""The node rows `TEXT_ID_ROWS` leaves out."""
 MEMORY = ":memory:"
 """SQLite's name for a store in memory; `memory:`, the command line's, means the same (it
 created a file of that name)."""
@@ -497,7 +502,7 @@ class EmbeddedStorage(Storage):
             dimension = self._meta("dimension")
             if self._has_change_log:
                 rows = self._db.execute(
-                    "SELECT id, metadata, links, embedding, seq FROM nodes WHERE seq > ?",
+                    f"SELECT id, metadata, links, embedding, seq {TEXT_ID_ROWS} AND seq > ?",
                     (self._seq,),
                 ).fetchall()
                 gone = self._db.execute(
@@ -505,7 +510,7 @@ class EmbeddedStorage(Storage):
                 ).fetchall()
             else:
                 rows = self._db.execute(
-                    "SELECT id, metadata, links, embedding, 0 FROM nodes"
+                    f"SELECT id, metadata, links, embedding, 0 {TEXT_ID_ROWS}"
                 ).fetchall()
                 gone = []
         if not self._has_change_log:
@@ -775,12 +780,13 @@ class EmbeddedStorage(Storage):
     async def node_ids(self) -> list[str]:
         with self._lock:
             self._check_file()
-            return [row[0] for row in self._db.execute("SELECT id FROM nodes")]
+            return [row[0] for row in self._db.execute(f"SELECT id {TEXT_ID_ROWS}")]
 
     async def metadata_values(self, key: str) -> dict[str, object]:
         with self._lock, self._failures("reading"), self._transaction():
             self._check_file()
-            return values_by_id(self._db.execute("SELECT id, metadata FROM nodes"), key)
+            rows = self._db.execute(f"SELECT id, metadata {TEXT_ID_ROWS}")
+            return values_by_id(rows, key)
 
     async def check(self) -> list[str]:
         with self._lock, self._failures("checking"), self._transaction():
@@ -789,9 +795,13 @@ class EmbeddedStorage(Storage):
                 f"tag row ({kind!r}, {tag!r}) points at missing node {node_id!r}"
                 for kind, tag, node_id in self._db.execute(f"SELECT kind, tag, node_id {ORPHANS}")
             ]
+            problems += [
+                corrupt_row(node_id, "its id is not text; `check --repair` deletes it")
+                for (node_id,) in self._db.execute(f"SELECT id {OTHER_ID_ROWS}")
+            ]
             rows = self._tag_rows_by_node()
             for node_id, text, metadata, links, blob in self._db.execute(
-                "SELECT id, text, metadata, links, embedding FROM nodes"
+                f"SELECT id, text, metadata, links, embedding {TEXT_ID_ROWS}"
             ):
                 entry = self._entry(node_id, metadata, links, blob)
                 if isinstance(entry, str):
@@ -825,9 +835,14 @@ class EmbeddedStorage(Storage):
                 for kind, tag, node_id in self._db.execute(f"SELECT kind, tag, node_id {ORPHANS}")
             ]
             self._db.execute(f"DELETE {ORPHANS}")
+            done += [
+                f"deleted the row of id {node_id!r}, which is not text"
+                for (node_id,) in self._db.execute(f"SELECT id {OTHER_ID_ROWS}")
+            ]
+            self._db.execute(f"DELETE {OTHER_ID_ROWS}")
             rows = self._tag_rows_by_node()
             for node_id, metadata, links, blob in self._db.execute(
-                "SELECT id, metadata, links, embedding FROM nodes"
+                f"SELECT id, metadata, links, embedding {TEXT_ID_ROWS}"
             ).fetchall():
                 entry = self._entry(node_id, metadata, links, blob)
                 if isinstance(entry, str) or entry.incoming == rows.get(node_id, set()):

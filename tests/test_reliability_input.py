@@ -1102,6 +1102,31 @@ def test_a_passage_text_that_is_not_utf8_is_named_by_check_and_repaired_by_a_wri
     store.close()
 
 
+def test_a_row_whose_id_is_a_blob_is_left_out_named_by_check_and_deleted_by_repair(
+    tmp_path, capsys
+):
+    """An id SQLite holds as a BLOB (hand-written SQL) ended an ingest in a traceback (`bytes`
+    where ids are text); `delete --id` cannot name it."""
+    path = tmp_path / "s.db"
+    _store_with_a_corrupt_row(path, "id", b"a")
+    status, out, _ = cli(capsys, "--store", str(path), "check")
+    assert status == 1
+    assert (
+        "the row of b'a' is corrupt (changed outside graphstore?): its id is not text; "
+        "`check --repair` deletes it\n" in out
+    )
+    store = GraphStore(None, EmbeddedStorage(path))
+    assert run_sync(store.anode_ids()) == ["b"]
+    assert [hit.node.id for hit in store.similarity_search([1.0, 0.0], k=2)] == ["b"]
+    store.add_nodes([Node("a", "text", {}, frozenset())], vectors=[[1.0, 0.0]])
+    store.close()
+    status, out, _ = cli(capsys, "--store", str(path), "check", "--repair")
+    assert "repaired: deleted the row of id b'a', which is not text\n" in out
+    assert status == 0
+    status, out, _ = cli(capsys, "--store", str(path), "stats")
+    assert "passages: 2\n" in out
+
+
 def test_ingest_refuses_a_root_that_is_no_folder_and_an_empty_links_list(
     models, tmp_path, capsys, monkeypatch
 ):
