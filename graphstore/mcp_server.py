@@ -18,6 +18,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
+from extractors.normalize import normalize_tag
 from graphstore.card_store import aget_card, aplan_cards, astored_cards, awrite_cards
 from graphstore.cards import (
     CARD,
@@ -251,8 +252,8 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
                     f"and aliases are at most {MAX_NAME}"
                 )
             card = await aget_card(store, card_id(name))
-            if card is None and name.startswith(f"{CARD}:"):
-                card = await aget_card(store, name)
+            if card is None and normalize_tag(name).startswith(f"{CARD}:"):  # an id, any case
+                card = await aget_card(store, card_id(name[len(CARD) + 1 :]))
             card = card or _find(await astored_cards(store), name)
             if card is None:
                 raise InvalidInputError(f"no card named {name!r}")

@@ -244,6 +244,10 @@ async def test_get_card_takes_the_id_a_search_returns(tmp_path):
     for name in ("孙悟空", "行者", added["id"]):
         found = structured(await server.call_tool("get_card", {"name": name}))
         assert found["id"] == added["id"] == "card:孙悟空"
+    mara = structured(await server.call_tool("put_card", {"name": "Mara Vell"}))
+    for name in ("card:mara vell", "card:Mara Vell", "Card:MARA VELL"):  # any case, as names
+        found = structured(await server.call_tool("get_card", {"name": name}))
+        assert found["id"] == mara["id"] == "card:mara vell"
 
 
 async def test_get_card_with_a_name_no_card_can_have_says_so(tmp_path):
