@@ -82,7 +82,8 @@ def _type_name(value: Any) -> str:
     kind = type(value)
     if kind.__module__ == "builtins":
         return kind.__name__
-    hint = " (convert it with .item())" if kind.__module__ == "numpy" else ""
+    convert = ".tolist()" if kind.__name__ == "ndarray" else ".item()"
+    hint = f" (convert it with {convert})" if kind.__module__ == "numpy" else ""
     return f"{kind.__module__}.{kind.__qualname__}{hint}"
 
 

@@ -207,6 +207,13 @@ class GraphStore:
                 f"storage must be a Storage (EmbeddedStorage, CassandraStorage), "
                 f"not {type(storage).__name__}"
             )
+        if embeddings is not None and not callable(getattr(embeddings, "aembed_query", None)):
+            named = isinstance(embeddings, str)
+            hint = f"; for a model by name, load_model({embeddings!r})" if named else ""
+            raise InvalidInputError(  # a name failed at the first search, in an AttributeError
+                "embeddings must be an embedding model (a LangChain Embeddings) or None, not "
+                f"{type(embeddings).__name__}{hint}"
+            )
         self.embeddings = embeddings
         self.storage = storage
         self._recorded_model: str | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,11 @@ CASES = [
         "NumPy bool in metadata",  # was refused as "a bool", which the store keeps
         add(node(metadata={"flag": np.bool_(True)})),
         "metadata.flag is a numpy.bool (convert it with .item()), which the store cannot keep",
+    ),
+    Case(
+        "NumPy array in metadata",  # .item() raises for more than one element
+        add(node(metadata={"v": np.arange(3)})),
+        "metadata.v is a numpy.ndarray (convert it with .tolist()), which the store cannot keep",
     ),
     Case("NaN in metadata", add(node(metadata={"x": math.nan})), "metadata.x is nan"),
     Case("non-string key", add(node(metadata={1: "x"})), "non-string key 1"),
@@ -275,6 +281,17 @@ def test_a_store_built_from_the_wrong_parts_is_refused_at_once(
     with pytest.raises(InvalidInputError, match=message):
         make()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_name_given_as_the_embeddings_is_refused_at_once():
+    """`GraphStore("minilm", storage)` was accepted and the first search ended in
+    "AttributeError: 'str' object has no attribute 'aembed_query'"."""
+    for embeddings, message in (
+        ("minilm", "not str; for a model by name, load_model('minilm')"),
+        (5, "an embedding model (a LangChain Embeddings) or None, not int"),
+    ):
+        with pytest.raises(InvalidInputError, match=re.escape(message)):
+            GraphStore(embeddings, EmbeddedStorage(":memory:"))
 
 
 async def test_numpy_numbers_are_counts_and_fractions(backend):
