@@ -57,13 +57,16 @@ def node_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     node.start()
     try:
         auth = PlainTextAuthProvider("cassandra", "cassandra")
-        cluster = Cluster(["127.0.0.1"], port=node.port, auth_provider=auth)
         deadline = time.monotonic() + 60
         while True:  # the default superuser is set up just after CQL answers
+            # A new Cluster each time: the driver shuts one down when its connect fails, and
+            # retrying it only said "Cluster is already shut down" (seen on a busy machine).
+            cluster = Cluster(["127.0.0.1"], port=node.port, auth_provider=auth)
             try:
                 session = cluster.connect()
                 break
             except Exception:
+                cluster.shutdown()
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
