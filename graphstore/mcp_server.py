@@ -253,7 +253,7 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
                 )
             card = await aget_card(store, card_id(name))
             if card is None and normalize_tag(name).startswith(f"{CARD}:"):  # an id, any case
-                card = await aget_card(store, card_id(name[len(CARD) + 1 :]))
+                card = await aget_card(store, card_id(name.strip()[len(CARD) + 1 :]))
             card = card or _find(await astored_cards(store), name)
             if card is None:
                 raise InvalidInputError(f"no card named {name!r}")
