@@ -663,10 +663,9 @@ async def _note_gone_files(store: GraphStore) -> None:
     if gone:
         ids = [node_id for node_id, file in recorded.items() if file in gone]
         cards = sum(node_id.startswith(f"{CARD}:") for node_id in ids)
-        counted = [_count(len(ids) - cards, "passage"), _count(cards, "card")]
-        found = " and ".join(part for part in counted if not part.startswith("0 "))
         print(
-            f"note: {found} of {_count(len(gone), 'file')} not found here "
+            f"note: {_passages_and_cards(len(ids) - cards, cards)} of "
+            f"{_count(len(gone), 'file')} not found here "
             f"(first: {inline(min(gone))}); ingest their folder again, or `graphstore delete` "
             "them, to remove them"
         )
