@@ -42,22 +42,46 @@ from graphstore.errors import InvalidInputError
 from graphstore.links import as_links
 from graphstore.nodes import Hit, Node
 from graphstore.storage import Storage
-from graphstore.store import GraphStore, Query, check_ids, listed, listed_of, run_sync
-from graphstore.strategy import MMR_TRAVERSAL, check_fraction, check_options
-
-SEARCH_TYPES = (
-    "graph",
-    "similarity",
-    "similarity_score_threshold",
-    "mmr",
-    "traversal",
-    "mmr_traversal",
+from graphstore.store import (
+    TRAVERSAL_OPTIONS,
+    GraphStore,
+    Query,
+    check_ids,
+    listed,
+    listed_of,
+    run_sync,
 )
+from graphstore.strategy import (
+    MMR_TRAVERSAL,
+    SEARCH_ARGUMENTS,
+    STRATEGY_SETTINGS,
+    check_fraction,
+    check_options,
+)
+
+SIMILARITY_OPTIONS = ("k", "filter")
+MMR_OPTIONS = ("k", "fetch_k", "lambda_mult", "filter")
+"""What the similarity and MMR searches take: any other keyword is refused (LangChain's
+stores ignore it, so a typo or a `score_threshold` returned unfiltered results)."""
+
+SEARCH_OPTIONS: Mapping[str, frozenset[str]] = {
+    "graph": STRATEGY_SETTINGS | SEARCH_ARGUMENTS,
+    "similarity": frozenset(SIMILARITY_OPTIONS),
+    "similarity_score_threshold": frozenset({*SIMILARITY_OPTIONS, "score_threshold"}),
+    "mmr": frozenset(MMR_OPTIONS),
+    "traversal": TRAVERSAL_OPTIONS,
+    "mmr_traversal": STRATEGY_SETTINGS | SEARCH_ARGUMENTS | {"initial_roots"},
+}
+"""Each search type and the options it takes, so that a retriever refuses a misspelt one
+when it is made, not at its first question."""
+
+SEARCH_TYPES = tuple(SEARCH_OPTIONS)
 
 
 def check_search(search_type: Any, options: Any) -> None:
     """A one-line error for an unknown search type (naming every one: LangChain's own list
-    has three, not `graph` or the traversals) or for options it cannot run with.
+    has three, not `graph` or the traversals), for an option it does not take, or for
+    options it cannot run with.
 
     `similarity_score_threshold` needs a `score_threshold` between 0 and 1: LangChain's
     store search returned every passage without one and none for NaN, and its retriever
@@ -68,6 +92,7 @@ def check_search(search_type: Any, options: Any) -> None:
         )
     if not isinstance(options, Mapping):
         raise InvalidInputError(f"search options must be a dict, not {type(options).__name__}")
+    check_options(options, SEARCH_OPTIONS[search_type])
     if search_type == "similarity_score_threshold":
         if "score_threshold" not in options:
             raise InvalidInputError(
@@ -90,11 +115,6 @@ def document_to_node(document: Document, node_id: str | None = None) -> Node:
     chosen = _given_or_new_id(document.id if node_id is None else node_id)
     return Node(chosen, document.page_content, metadata, as_links(links))
 
-
-SIMILARITY_OPTIONS = ("k", "filter")
-MMR_OPTIONS = ("k", "fetch_k", "lambda_mult", "filter")
-"""What the similarity and MMR searches take: any other keyword is refused (LangChain's
-stores ignore it, so a typo or a `score_threshold` returned unfiltered results)."""
 
 ADD_DOCUMENTS_OPTIONS = ("ids", "batch_size")
 ADD_TEXTS_OPTIONS = ("metadatas", "ids", "batch_size")

@@ -428,9 +428,7 @@ class GraphStore:
         """`k` nodes breadth-first from the `start_k` nearest (default: half of `k`, rounded
         up) within `depth` tag hops, by depth then similarity; padded with the next-nearest
         when fewer are reached."""
-        if options:
-            parameters = inspect.signature(self.atraversal_search).parameters.values()
-            check_options(options, (p.name for p in parameters if p.kind is p.KEYWORD_ONLY))
+        check_options(options, TRAVERSAL_OPTIONS)
         check_count("k", k)
         roots = check_count("start_k", math.ceil(k / 2) if start_k is None else start_k)
         check_count("depth", depth, 0, MAX_DEPTH)
@@ -639,3 +637,11 @@ class GraphStore:
             )
         raw = await self.aembed_query(query) if isinstance(query, str) else query
         return self._unit(raw, self.storage.dimension)
+
+
+TRAVERSAL_OPTIONS = frozenset(
+    parameter.name
+    for parameter in inspect.signature(GraphStore.atraversal_search).parameters.values()
+    if parameter.kind is parameter.KEYWORD_ONLY
+)
+"""The options `traversal_search` takes (its keyword parameters): any other is refused."""

@@ -146,10 +146,13 @@ class Strategy:
         """A copy with some settings replaced.  An unknown name is a one-line error naming
         every option of the search: the settings and the search's own `arguments`, which a
         user may have meant (one passed here is no setting, and refused as such)."""
-        settings = {field.name for field in fields(self)}
-        check_options(options, settings | arguments)
-        check_options(options, settings, "strategy setting")
+        check_options(options, STRATEGY_SETTINGS | arguments)
+        check_options(options, STRATEGY_SETTINGS, "strategy setting")
         return replace(self, **options)
+
+
+STRATEGY_SETTINGS = frozenset(field.name for field in fields(Strategy))
+"""The names of a `Strategy`'s settings: options every graph search takes."""
 
 
 DEFAULT = Strategy()

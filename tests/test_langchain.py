@@ -34,7 +34,7 @@ from langchain_tests.integration_tests import (
 
 from graphstore import GraphStore, InvalidInputError, TraversalStats
 from graphstore.adapter import GraphStoreAdapter
-from graphstore.langchain import GraphStoreRetriever, GraphStoreVectorStore
+from graphstore.langchain import SEARCH_TYPES, GraphStoreRetriever, GraphStoreVectorStore
 from graphstore.strategy import DEFAULT, MAX_K
 from graphstore.testing.embeddings import KeyedEmbeddings
 
@@ -506,6 +506,19 @@ async def test_an_option_a_search_does_not_take_is_refused_not_ignored(vectorsto
         search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.99}
     )
     assert [d.id for d in kept.invoke("alpha")] == ["a"]
+
+
+@pytest.mark.parametrize("search_type", SEARCH_TYPES)
+def test_a_retriever_refuses_an_option_its_search_does_not_take_when_it_is_made(
+    vectorstore, search_type
+):
+    """A misspelt search option was refused only at the retriever's first question: a
+    retriever built at start-up failed later, in the middle of a chain."""
+    needed = {"score_threshold": 0.5} if search_type == "similarity_score_threshold" else {}
+    with pytest.raises(InvalidInputError, match=r"^unknown search option 'kk'; known: .*\bk\b"):
+        vectorstore.as_retriever(search_type=search_type, search_kwargs={"kk": 2, **needed})
+    with pytest.raises(InvalidInputError, match=r"^unknown search option 'kk'; known: "):
+        vectorstore.search("alpha", search_type, kk=2, **needed)
 
 
 def test_texts_ids_and_metadatas_of_the_wrong_type_are_refused_writing_nothing(vectorstore):
