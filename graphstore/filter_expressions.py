@@ -62,6 +62,16 @@ def _values(text: str) -> list[Scalar]:
 
 def expression(text: str) -> tuple[str, Any]:
     """One expression as a key and its condition (a value, or `{operator: operand}`)."""
+    key, condition = _key_and_condition(text)
+    if key.startswith("$"):  # `$or=…`: the filter dict's operators have no --filter syntax
+        raise InvalidInputError(
+            f"--filter {text!r}: {key} is a filter operator, not a metadata key; --filter "
+            f"expects {USAGE}, and several --filter options must all hold"
+        )
+    return key, condition
+
+
+def _key_and_condition(text: str) -> tuple[str, Any]:
     found = MEMBERSHIP.fullmatch(text.strip())
     if found is not None:
         operator = "$in" if found["op"] == "in" else "$nin"

@@ -319,6 +319,8 @@ def test_show_prints_links(ingested, capsys):
         (["prompt", "x", "--card-share", "2"], "--card-share must be between 0 and 1"),
         (["ingest", str(SAMPLE), "--max-chars", "0"], "--max-chars must be a positive integer"),
         (["search", "x", "--filter", "nokey"], "--filter expects KEY=VALUE"),
+        (["search", "x", "--filter", "$or=1"], "$or is a filter operator, not a metadata key"),
+        (["search", "x", "--filter", "$in in 1,2"], "$in is a filter operator, not a metadata"),
         (["search", "x", "--filter", "position<=true"], "'$lte' for 'position' takes a number"),
         (["prompt", "x", "--filter", "<=3"], "--filter expects KEY=VALUE"),
         (["prompt", "x", "--filter", "position in"], "--filter expects KEY=VALUE"),
