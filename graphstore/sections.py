@@ -122,6 +122,10 @@ def check_layout(budget: Any, template: Any, separator: Any) -> None:
     except ValueError as error:
         raise InvalidInputError(f"bad prompt template: {error}") from None
     fields = {name for name, _ in parsed if name is not None}
+    if not fields:  # `--template static`: every passage would print as the same words
+        raise InvalidInputError(
+            "the prompt template has no field, so it would show no passage: give at least {text}"
+        )
     specs = [spec for name, spec in parsed if name is not None and spec]
     if any("{" in spec for spec in specs):  # filled in per entry: no width check can see it
         raise InvalidInputError(

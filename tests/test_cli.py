@@ -339,6 +339,8 @@ def test_show_prints_links(ingested, capsys):
         (["prompt", "x", "--template", "{text:>100000000}"], "padded or cut to 100000000"),
         (["prompt", "x", "--template", "{number:.99999}"], "at most 1000"),
         (["prompt", "x", "--template", " "], "the prompt template is empty: give at least {text}"),
+        (["prompt", "x", "--template", "static"], "the prompt template has no field"),
+        (["prompt", "x", "--template", "{{text}}"], "the prompt template has no field"),
         (["search", "x", "--mode", "similarity", "--debug"], "--debug does not apply"),
         (
             ["ingest", str(SAMPLE), "--entity-labels", "person"],
