@@ -89,6 +89,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse with usage errors in one line, as every other error: the stock parser
     printed the whole usage block before its message."""
 
+    commands: Any = None
+    """Its commands (what `add_subparsers` returned), when it has some."""
+
     def error(self, message: str) -> NoReturn:
         words = message.split()
         if words[:2] == ["unrecognized", "arguments:"] and {"--store", "--model"} & {
@@ -97,6 +100,17 @@ class _Parser(argparse.ArgumentParser):
             message += " (--store and --model go before the command)"
         program = self.prog.split()[0]  # `graphstore: error:` from a command's parser too
         self.exit(2, f"{program}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: None = None
+    ) -> argparse.Namespace:
+        """argparse's, but an argument a command does not take is reported by that command's
+        parser, so the error points to its help (`graphstore search --help`), not the top."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self.commands.choices.get(parsed.command, self) if self.commands else self
+            command.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
 
 
 class _Once(argparse.Action):
@@ -125,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
         help="embedding model (minilm, e5) or local directory; default: the one the store was "
         "ingested with, or minilm for a new store",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.commands = parser.add_subparsers(dest="command", required=True)
 
     add = commands.add_parser(
         "ingest", help="split, link, embed and store files or folders, and entity cards"

@@ -387,6 +387,10 @@ def test_bad_input_gives_one_line_error_and_changes_nothing(
             "(see graphstore search --help)",
         ),
         (["bogus"], "graphstore: error: argument command: invalid choice: 'bogus'"),
+        (
+            ["search", "x", "--bogus"],
+            "graphstore: error: unrecognized arguments: --bogus (see graphstore search --help)",
+        ),
     ],
 )
 def test_usage_errors_are_one_line_too(capsys, args, message):
