@@ -181,6 +181,12 @@ def render(sections: Sequence[tuple[str, Sequence[Entry]]], template: str, separ
     return separator.join(blocks)
 
 
+def _keys(entry: Entry) -> set[str]:
+    """What makes an entry a duplicate of one in the block: its id, or its text up to white
+    space."""
+    return {f"id:{entry.id}", "text:" + " ".join(entry.text.split())}
+
+
 def fill(
     sections: Sequence[Section],
     *,
@@ -195,25 +201,47 @@ def fill(
     kept: list[list[Entry]] = [[] for _ in sections]
     seen: set[str] = set()
 
-    def take(index: int, entry: Entry, cap: int) -> None:
-        keys = {f"id:{entry.id}", "text:" + " ".join(entry.text.split())}
-        if keys & seen:
-            return
-        trial = [*kept[index], entry]
+    def fits(index: int, trial: list[Entry], cap: int) -> bool:
         shown = [
             (section.title, story_order(trial if i == index else kept[i]))
             for i, section in enumerate(sections)
         ]
-        if _tokens(count, render(shown, template, separator)) <= cap:
-            kept[index] = trial
-            seen.update(keys)
+        return _tokens(count, render(shown, template, separator)) <= cap
+
+    def take(index: int, entries: Sequence[Entry], cap: int) -> None:
+        """Take `entries`, best first, into section `index` while the whole block fits
+        `cap`; one that does not fit is skipped, so that a shorter one after it can.  They
+        are tried in runs that double while they fit and halve when they do not, since each
+        try renders and counts the whole block (one at a time, a prompt of k = 1000 took 15
+        s); for a counter that never counts a block below a part of it, that takes what one
+        at a time takes, and for any counter the block fits."""
+        position, run = 0, 1
+        while position < len(entries):
+            batch: list[Entry] = []
+            batch_keys: set[str] = set()
+            end = position
+            while end < len(entries) and len(batch) < run:
+                keys = _keys(entries[end])
+                if keys & batch_keys:  # tried after this run, against what it added
+                    break
+                if not keys & seen:
+                    batch.append(entries[end])
+                    batch_keys |= keys
+                end += 1
+            if batch and fits(index, [*kept[index], *batch], cap):
+                kept[index] += batch
+                seen.update(batch_keys)
+                position, run = end, run * 2
+            elif len(batch) > 1:
+                run = len(batch) // 2
+            else:  # one entry that does not fit, or none left that is new
+                position, run = end, 1
 
     for index, (section, cap) in enumerate(zip(sections, caps, strict=True)):
-        for entry in section.entries:
-            take(index, entry, cap)
+        take(index, section.entries, cap)
     for index, section in enumerate(sections[:-1]):  # what the last section left over
-        for entry in section.entries if section.share else ():
-            take(index, entry, budget)
+        if section.share:
+            take(index, section.entries, budget)
     chosen = [story_order(entries) for entries in kept]
     titled = [(section.title, entries) for section, entries in zip(sections, chosen, strict=True)]
     needed = None
