@@ -360,7 +360,8 @@ def _names(path: Path | None) -> dict[str, str]:
 
 def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
     """The linkers named by `--links`, configured from the other ingest options."""
-    names = [name.strip() for name in args.links.split(",") if name.strip()]
+    items = [name.strip() for name in args.links.split(",")]
+    names = [name for name in items if name]
     for option, users in (
         ("entity_labels", {"entities"}),
         ("gliner_model", {"entities"}),
@@ -376,6 +377,10 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
     if not names:  # an empty --links would strip the links of passages ingested again
         raise InvalidInputError(
             f"--links names no extractor: give some of {', '.join(LINK_CHOICES)}, or none"
+        )
+    if len(names) < len(items):  # `hyperlinks,,hierarchy`: as `book in a,` for --filter
+        raise InvalidInputError(
+            f"--links {inline(args.links)} has an empty item: remove the extra comma"
         )
     if "none" in names:
         raise InvalidInputError("--links none means no links: give it alone")

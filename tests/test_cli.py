@@ -310,6 +310,14 @@ def test_show_prints_links(ingested, capsys):
         (["ingest", str(SAMPLE), "--links", "telepathy"], "unknown link extractor 'telepathy'"),
         (["ingest", str(SAMPLE), "--links", "none,hyperlinks"], "--links none means no links"),
         (
+            ["ingest", str(SAMPLE), "--links", "hyperlinks,,hierarchy"],
+            "--links hyperlinks,,hierarchy has an empty item: remove the extra comma",
+        ),
+        (
+            ["ingest", str(SAMPLE), "--links", "hyperlinks,"],
+            "--links hyperlinks, has an empty item",
+        ),
+        (
             ["ingest", str(SAMPLE), "--links", "none", "--max-tag-df", "0.5"],
             "--max-tag-df applies to ingests with links, not --links none",
         ),
