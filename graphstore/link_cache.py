@@ -61,6 +61,17 @@ def _key(setting: str, text: str) -> bytes:
     return digest.digest()
 
 
+def _make_folder(folder: Path) -> None:
+    """Make `folder` (and its parents), saying so in one line when a file stands in the way
+    (`GRAPHSTORE_CACHE_DIR` naming a file was reported as "[Errno 17] File exists")."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        if folder.is_file():
+            raise OSError(f"{folder} is a file, not a folder") from None
+        raise OSError(f"{folder} cannot be a folder: a part of its path is a file") from None
+
+
 class LinkCache:
     """Extracted links by (setting, text), in one SQLite file; never an error of its own."""
 
@@ -72,7 +83,7 @@ class LinkCache:
     def _connection(self) -> sqlite3.Connection | None:
         if self._db is None and not self._failed:
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                _make_folder(self.path.parent)
                 db = sqlite3.connect(self.path, timeout=TIMEOUT, isolation_level=None)
                 db.execute("PRAGMA journal_mode = WAL")
                 db.execute("CREATE TABLE IF NOT EXISTS links (key BLOB PRIMARY KEY, links TEXT)")

@@ -106,7 +106,8 @@ def test_an_unusable_cache_costs_only_the_extraction(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A cache is never a reason for an ingest to fail: a file that is no database, a
-    folder in its place, a row that cannot be decoded: the texts are extracted again."""
+    folder in its place, a file in place of its folder (named in one line: it said "File
+    exists"), a row that cannot be decoded: the texts are extracted again."""
     texts = ["Alpha met Beta.", "Rivers run."]
     expected = [CapitalWords().extract_one(text) for text in texts]
     garbage = write(tmp_path / "garbage.sqlite", "not a database " * 100)
@@ -120,6 +121,16 @@ def test_an_unusable_cache_costs_only_the_extraction(
         assert f"not using the link cache {path}" in caplog.text
         caplog.clear()
     assert garbage.read_text() == "not a database " * 100
+
+    for path, reason in (
+        (garbage / "links.sqlite", f"{garbage} is a file, not a folder"),
+        (garbage / "sub" / "links.sqlite", "a part of its path is a file"),
+    ):
+        with caplog.at_level(logging.WARNING, logger="graphstore.link_cache"):
+            assert extract_with_cache(CapitalWords(), texts, LinkCache(path)) == expected
+        assert f"not using the link cache {path}: " in caplog.text
+        assert reason in caplog.text
+        caplog.clear()
 
     good = tmp_path / "links.sqlite"
     extract_with_cache(CapitalWords(), texts, LinkCache(good))
