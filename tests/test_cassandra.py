@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from cassandra import ConsistencyLevel, InvalidRequest, OperationTimedOut, Unavailable
 from cassandra.cluster import NoHostAvailable
-from cassandra.connection import ConnectionBusy
+from cassandra.connection import ConnectionBusy, ProtocolError
 from cassandra.cqltypes import lookup_casstype
 from cassandra.query import BatchStatement
 from conftest import cassandra_contact
@@ -696,13 +696,20 @@ def test_a_request_no_node_could_take_says_so():
 
 def test_the_drivers_errors_are_said_plainly_not_as_its_reprs():
     """A node not listening, or too few replicas for the consistency asked, printed the
-    driver's tuple of a dict of exception reprs."""
+    driver's tuple of a dict of exception reprs; a connection that timed out said "from
+    None", and another server on the port "protocol version 72" (probe)."""
     refused = ConnectionRefusedError(111, "Tried connecting to [('h', 9049)]. Connection refused")
     down = NoHostAvailable(
         "Unable to connect to any servers", {"h2:9049": refused, "h1:9049": refused}
     )
     assert (
         said(down) == "connection refused: is a Cassandra node listening there? (h1:9049, h2:9049)"
+    )
+    paused = OperationTimedOut("Timed out creating connection (5 seconds)", last_host=None)
+    assert said(NoHostAvailable("x", {"h1:9042": paused})) == "no answer in time (h1:9042)"
+    http = ProtocolError("This version of the driver does not support protocol version 72")
+    assert said(NoHostAvailable("x", {"h1:9042": http})) == (
+        "the server there does not speak Cassandra's protocol: is it a Cassandra node? (h1:9042)"
     )
     few = Unavailable("Cannot achieve consistency level THREE", ConsistencyLevel.THREE, 3, 1)
     assert said(few) == "too few replicas for consistency THREE: 1 of 3 alive"

@@ -25,7 +25,7 @@ from cassandra import (
     WriteTimeout,
 )
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, NoHostAvailable
-from cassandra.connection import ConnectionBusy
+from cassandra.connection import ConnectionBusy, ProtocolError
 from cassandra.policies import RetryPolicy
 from cassandra.query import BatchStatement, BatchType, tuple_factory
 
@@ -83,9 +83,17 @@ def _cause(error: BaseException) -> str:
             f"{error.required_replicas} alive"
         )
     if isinstance(error, OperationTimedOut):  # its text is a dict of the hosts tried
-        return f"no answer in time from {error.last_host}"
+        # No host yet when the connection itself timed out (a node paused, a port that
+        # takes connections and never answers); the host is named with the cause then.
+        return (
+            f"no answer in time from {error.last_host}" if error.last_host else "no answer in time"
+        )
     if isinstance(error, ConnectionRefusedError) or "Connection refused" in str(error):
         return "connection refused: is a Cassandra node listening there?"
+    if isinstance(error, ProtocolError) and "does not support protocol version" in str(error):
+        # The first byte of another server's answer read as a protocol version: "HTTP/1.1"
+        # is version 72.
+        return "the server there does not speak Cassandra's protocol: is it a Cassandra node?"
     return one_line(error)
 
 
