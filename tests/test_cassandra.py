@@ -11,7 +11,13 @@ from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
-from cassandra import ConsistencyLevel, InvalidRequest, OperationTimedOut, Unavailable
+from cassandra import (
+    ConsistencyLevel,
+    InvalidRequest,
+    OperationTimedOut,
+    ReadFailure,
+    Unavailable,
+)
 from cassandra.cluster import NoHostAvailable
 from cassandra.connection import ConnectionBusy, ProtocolError
 from cassandra.cqltypes import lookup_casstype
@@ -697,7 +703,8 @@ def test_a_request_no_node_could_take_says_so():
 def test_the_drivers_errors_are_said_plainly_not_as_its_reprs():
     """A node not listening, or too few replicas for the consistency asked, printed the
     driver's tuple of a dict of exception reprs; a connection that timed out said "from
-    None", and another server on the port "protocol version 72" (probe)."""
+    None", another server on the port "protocol version 72", and a read a replica failed
+    (a node just restarted) the server's code 1300 and a dict (probe)."""
     refused = ConnectionRefusedError(111, "Tried connecting to [('h', 9049)]. Connection refused")
     down = NoHostAvailable(
         "Unable to connect to any servers", {"h2:9049": refused, "h1:9049": refused}
@@ -710,6 +717,18 @@ def test_the_drivers_errors_are_said_plainly_not_as_its_reprs():
     http = ProtocolError("This version of the driver does not support protocol version 72")
     assert said(NoHostAvailable("x", {"h1:9042": http})) == (
         "the server there does not speak Cassandra's protocol: is it a Cassandra node? (h1:9042)"
+    )
+    replica = ReadFailure(
+        "Operation failed - received 1 responses and 1 failures: UNKNOWN from /127.0.0.3:7000",
+        consistency=ConsistencyLevel.LOCAL_QUORUM,
+        required_responses=2,
+        received_responses=1,
+        failures=1,
+        error_code_map={"127.0.0.3": 0},
+    )
+    assert said(replica) == (
+        "the read failed on 127.0.0.3 (1 of 2 replicas answered for LOCAL_QUORUM); a node that "
+        "has just started may not be ready: try again"
     )
     few = Unavailable("Cannot achieve consistency level THREE", ConsistencyLevel.THREE, 3, 1)
     assert said(few) == "too few replicas for consistency THREE: 1 of 3 alive"

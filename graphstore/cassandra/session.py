@@ -19,6 +19,7 @@ from typing import Any
 from cassandra import (
     ConsistencyLevel,
     OperationTimedOut,
+    ReadFailure,
     ReadTimeout,
     Unavailable,
     WriteFailure,
@@ -81,6 +82,14 @@ def _cause(error: BaseException) -> str:
         return (
             f"too few replicas for consistency {level}: {error.alive_replicas} of "
             f"{error.required_replicas} alive"
+        )
+    if isinstance(error, ReadFailure):  # its text ends in a dict of its fields
+        level = ConsistencyLevel.value_to_name.get(error.consistency, error.consistency)
+        failed = ", ".join(sorted(map(str, error.error_code_map or {}))) or "a replica"
+        return (
+            f"the read failed on {failed} ({error.received_responses} of "
+            f"{error.required_responses} replicas answered for {level}); a node that has just "
+            "started may not be ready: try again"
         )
     if isinstance(error, OperationTimedOut):  # its text is a dict of the hosts tried
         # No host yet when the connection itself timed out (a node paused, a port that
