@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -55,9 +55,6 @@ class TagHit(NamedTuple):
     embedding: Vector
     outgoing: frozenset[TagKey]
     similarity: float
-    node: Callable[[], Node] | None = None
-    """The node itself, decoded on demand, when the storage read its row in the same query
-    (Cassandra's roots: a search then reads only the other nodes it returns)."""
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,9 @@ class Storage(ABC):
     @abstractmethod
     async def search_hits(self, vector: Vector, k: int, where: Condition) -> list[TagHit]:
         """`search` as `TagHit`s (id, embedding, outgoing tags, similarity): what traversal
-        needs of a root, without reading its text and metadata."""
+        needs of a root, without reading its text and metadata.  Unlike `search`'s, a hit may
+        name a node deleted since (a vector index's rows need not be current), so a search
+        reads the nodes it returns with `get`."""
 
     @abstractmethod
     async def search_tag(

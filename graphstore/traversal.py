@@ -12,14 +12,14 @@ over a filtered-out one is not reached.  Initial roots that fail it are not expa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from graphstore.filters import EVERYTHING, Condition, matches
 from graphstore.links import TagKey, outgoing_tags
 from graphstore.mmr import MmrSelector, Selection
-from graphstore.nodes import Candidate, Hit, Node, TagHit, Vector
+from graphstore.nodes import Candidate, Hit, TagHit, Vector
 from graphstore.relevance import best_paths, hop_share, is_citation, path_relevance, tag_weight
 from graphstore.storage import Storage
 from graphstore.strategy import MAX_K, Strategy
@@ -60,26 +60,23 @@ async def _read_hits(
     storage: Storage,
     order: Sequence[str],
     reached: dict[str, _Reached],
-    carried: Mapping[str, Callable[[], Node]],
     where: Condition,
     *,
     selections: dict[str, Selection] | None = None,
     raised: Mapping[str, tuple[TagKey, ...]] | None = None,
 ) -> list[Hit]:
-    """Read the nodes of the result once, at the end (but those `carried` by the hits that
-    found them), and attach how each was reached (and, in `raised`, which link raised the
-    relevance of a node found before it).
+    """Read the nodes of the result once, at the end, with `get` (a hit may name a node gone
+    since, `Storage.search_hits`), and attach how each was reached (and, in `raised`, which
+    link raised the relevance of a node found before it).
 
     A node deleted since the search found it, or written since so that it fails `where`, is
     left out: the caller takes the next candidates in its place (`_read_until`).  (Rows are
     read after the ranking, so a concurrent write can come between: the embedded backend
     ranks with one version of its index, `Storage.reading`, and Cassandra's reads are no
     snapshot.)"""
-    missing = [node_id for node_id in order if node_id not in carried]
-    nodes = {item.node.id: item.node for item in await storage.get(missing)} if missing else {}
+    nodes = {item.node.id: item.node for item in await storage.get(order)} if order else {}
     if nodes and where != EVERYTHING:
         nodes = {node_id: node for node_id, node in nodes.items() if matches(where, node.metadata)}
-    nodes.update((node_id, carried[node_id]()) for node_id in order if node_id in carried)
     chosen, raised_by = selections or {}, raised or {}
     hits = []
     for node_id in order:
@@ -106,7 +103,6 @@ async def _read_until(
     candidates: Sequence[str],
     k: int,
     reached: dict[str, _Reached],
-    carried: Mapping[str, Callable[[], Node]],
     *,
     where: Condition,
 ) -> list[Hit]:
@@ -117,7 +113,7 @@ async def _read_until(
     while len(hits) < k and start < len(candidates):
         batch = candidates[start : start + k - len(hits)]
         start += len(batch)
-        hits += await _read_hits(storage, batch, reached, carried, where)
+        hits += await _read_hits(storage, batch, reached, where)
     return hits
 
 
@@ -143,11 +139,6 @@ async def _new_roots(
 Paths = tuple[tuple[int, float], ...]
 """The ways a candidate's relevance reached it, as (hops, relevance) pairs, fewest hops
 first (`relevance.best_paths`); its relevance is the last one's (`_Search.inherited`)."""
-
-
-def _carried(hits: Sequence[TagHit]) -> dict[str, Callable[[], Node]]:
-    """The nodes that `hits` carry (`TagHit.node`), by id."""
-    return {hit.id: hit.node for hit in hits if hit.node is not None}
 
 
 class Traversal:
@@ -232,9 +223,7 @@ class Traversal:
                     for node_id in ranked[k:]
                     for how in [reached[node_id]]
                 ]
-            hits = await _read_until(
-                self.storage, ranked, k, reached, _carried(nearest), where=where
-            )
+            hits = await _read_until(self.storage, ranked, k, reached, where=where)
             lost = len(hits) < min(k, len(ranked))  # to a concurrent write
             while lost:  # the nearest passages not reached yet fill in
                 fresh = await _new_roots(
@@ -249,7 +238,6 @@ class Traversal:
                     [hit.id for hit in fresh],
                     wanted,
                     reached,
-                    _carried(fresh),
                     where=where,
                 )
                 hits += refill
@@ -299,8 +287,6 @@ class _Search:
         self.visited: set[TagKey] = set()
         self.expanded: set[str] = set()
         self.selected: dict[str, Selection] = {}
-        self.carried: dict[str, Callable[[], Node]] = {}
-        """The roots' nodes, when the storage read them with the roots (`TagHit.node`)."""
         self.pages: dict[TagKey, tuple[list[TagHit], int]] = {}
         """Tags read (ahead or for an expansion) and not yet applied: their hits and size."""
         self.raised: dict[str, tuple[TagKey, ...]] = {}
@@ -381,7 +367,6 @@ class _Search:
                 self.storage,
                 unread,
                 self.reached,
-                self.carried,
                 self.where,
                 selections=self.selected,
                 raised=self.raised,
@@ -422,7 +407,6 @@ class _Search:
         )
         if not fresh:
             return False
-        self.carried.update(_carried(fresh))
         self.selector.add(
             [hit.id for hit in fresh],
             [hit.embedding for hit in fresh],

@@ -466,9 +466,9 @@ def test_an_existing_keyspace_with_another_replication_factor_is_refused():
         connect("t_unused", replication={"class": "SimpleStrategy", "replication_factor": 3})
 
 
-async def test_roots_carry_their_nodes_so_a_search_reads_only_the_linked_nodes_it_returns(
-    storage,
-):
+async def test_a_search_reads_every_passage_it_returns_by_key_even_on_one_node(storage):
+    """The roots came with their rows from the ANN query, which after a restart may offer a
+    row deleted since (`test_cassandra_restart.py`); a search reads what it returns by key."""
     nodes = [
         StoredNode(
             Node("a", "text a", {"n": 1}, frozenset({Link.outgoing("m", "far")})), unit([1, 0, 0])
@@ -479,8 +479,6 @@ async def test_roots_carry_their_nodes_so_a_search_reads_only_the_linked_nodes_i
         ),
     ]
     await storage.upsert(nodes)
-    roots = await storage.search_hits(unit([1, 0, 0]), 2, EVERYTHING)
-    assert [hit.node() for hit in roots if hit.node] == [nodes[0].node, nodes[1].node]
     asked: list[list[str]] = []
     get = storage.get
 
@@ -492,12 +490,10 @@ async def test_roots_carry_their_nodes_so_a_search_reads_only_the_linked_nodes_i
     store = GraphStore(None, storage)
     hits = await store.asearch(unit([1, 0, 0]), k=3, fetch_k=2)
     assert [hit.node for hit in hits] == [nodes[0].node, nodes[2].node, nodes[1].node]
-    assert asked == [["far"]]  # the roots came with the ANN rows
-    assert [hit.node.id for hit in await store.asearch(unit([1, 0, 0]), k=2, depth=0)] == [
-        "a",
-        "b",
-    ]
-    assert asked == [["far"]]
+    assert asked == [["a", "far", "b"]]
+    found = await store.asimilarity_search(unit([1, 0, 0]), k=2)
+    assert [hit.node.id for hit in found] == ["a", "b"]
+    assert asked[1:] == [["a", "b"]]
 
 
 async def test_a_row_changed_outside_graphstore_is_a_one_line_error_that_check_names(storage):

@@ -27,11 +27,11 @@ SEARCH_NODES = (
     "FROM {nodes}{where} ORDER BY embedding ANN OF ? LIMIT ?"
 )
 SEARCH_HITS = (
-    "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?), text, metadata, "
-    "links, filter_terms FROM {nodes}{where} ORDER BY embedding ANN OF ? LIMIT ?"
+    "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?), filter_terms "
+    "FROM {nodes}{where} ORDER BY embedding ANN OF ? LIMIT ?"
 )
-"""A search's roots, with the rest of their rows: 40 rows cost 0.16 ms more with them (3.63
-against 3.47 ms), a second read of the roots returned ~1.4 ms."""
+"""A search's roots: what ranks and expands them (a search reads the passages it returns by
+key at its end, since an ANN row may be one deleted, `CassandraStorage._current`)."""
 SCAN_SEARCH = "SELECT node_id, text, metadata, links, embedding FROM {nodes}{where}"
 SCAN_HITS = "SELECT node_id, embedding, outgoing, filter_terms FROM {nodes}{where}"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -36,18 +36,11 @@ def tag_set(values: Any) -> frozenset[TagKey]:
     return frozenset(values or ())  # the driver gives the tuples as Python tuples
 
 
-def tag_hits(rows: Sequence[Any], *, with_nodes: bool = False) -> list[TagHit]:
+def tag_hits(rows: Sequence[Any]) -> list[TagHit]:
     """Rows of (node_id, embedding, outgoing, similarity_cosine, …) as hits, best first by
-    the exact score, whatever order the ANN index merge produced.  `with_nodes`: node rows
-    (…, text, metadata, links, …) whose hits carry their nodes, decoded only if asked for."""
+    the exact score, whatever order the ANN index merge produced."""
     hits = [
-        TagHit(
-            row[0],
-            as_vector(row[1]),
-            tag_set(row[2]),
-            2.0 * float(row[3]) - 1.0,
-            partial(decode_node, row[0], *row[4:7]) if with_nodes else None,
-        )
+        TagHit(row[0], as_vector(row[1]), tag_set(row[2]), 2.0 * float(row[3]) - 1.0)
         for row in rows
     ]
     return sorted(hits, key=lambda hit: -hit.similarity)

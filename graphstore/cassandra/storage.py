@@ -185,7 +185,7 @@ class CassandraStorage(Storage):
                 )
             replication = keyspace_rows[0][0]
             self.replicas = replication_factor(replication)
-            """Replicas of each row (in one data centre): above 1, ANN results are checked."""
+            """Replicas of each row (in one data centre)."""
             self._check_levels(placements(replication, nodes_by_data_centre(session)))
             self._dimension: int | None = None
             self._open_tables()
@@ -462,14 +462,23 @@ class CassandraStorage(Storage):
             lambda found: matches(where, found.stored.node.metadata),
         )
         planned = await self._plan(where)
-        found = await top_k(planned, k, fetch, ranking, overfetch=ANN_OVERFETCH, least=ANN_ROWS)
-        return found if self.replicas == 1 else await self._current(found, query, where)
+        wanted = k
+        while True:  # more, in place of the passages the read found gone
+            found = await top_k(
+                planned, wanted, fetch, ranking, overfetch=ANN_OVERFETCH, least=ANN_ROWS
+            )
+            current = await self._current(found, query, where)
+            if len(current) >= k or len(found) < wanted:
+                return current[:k]
+            wanted += len(found) - len(current)
 
     async def _current(
         self, found: list[ScoredNode], query: Vector, where: Condition
     ) -> list[ScoredNode]:
-        """`found` read again at the read level: an ANN query read one replica, which may
-        still hold a passage deleted or changed since (`graphstore.cassandra.consistency`)."""
+        """`found` read again by key at the read level.  ANN rows are not current: a query
+        reads one replica, which may lag the others (`graphstore.cassandra.consistency`), and
+        after a restart Cassandra 5.0.9's vector index offers rows deleted since, even on a
+        single node, where key reads and `count(*)` see them gone."""
         current = await self.get([item.stored.node.id for item in found])
         rescored = [
             ScoredNode(stored, float(stored.embedding @ query))
@@ -481,20 +490,17 @@ class CassandraStorage(Storage):
     async def search_hits(self, vector: Vector, k: int, where: Condition) -> list[TagHit]:
         if k <= 0 or not await self._present():
             return []
-        query = vector.astype(np.float32)
+        # The hits carry no nodes: a search reads those it returns by key at its end, since
+        # ANN rows may be gone (see `_current`).
         templates = (SEARCH_HITS, SCAN_HITS, " WHERE ")
-        # With one replica the ANN rows are current, so the hits carry their nodes; with
-        # more, a search reads the nodes it returns at the read level (see `_current`).
-        with_nodes = self.replicas == 1
         return await self._hits(
-            query,
+            vector.astype(np.float32),
             k,
             where,
             templates,
             (),
             overfetch=ANN_OVERFETCH,
             least=ANN_ROWS,
-            with_nodes=with_nodes,
         )
 
     async def _hits(
@@ -507,12 +513,10 @@ class CassandraStorage(Storage):
         *,
         overfetch: int = 1,
         least: int = 0,
-        with_nodes: bool = False,
     ) -> list[TagHit]:
         """The `k` hits nearest `query` passing `where`: `templates` are an ANN query, the
         same without ANN (beyond the ANN limit) and the prefix of their filter restrictions,
-        both restricted by the bound `keys` first; `overfetch` and `least` as in `top_k`;
-        `with_nodes` as in `rows.tag_hits` (ANN rows only)."""
+        both restricted by the bound `keys` first; `overfetch` and `least` as in `top_k`."""
         search, scan, prefix = templates
         terms: dict[str, frozenset[str]] = {}
 
@@ -523,7 +527,7 @@ class CassandraStorage(Storage):
             else:
                 bound = (query, *keys, *branch.values, query, limit)
                 rows = await self._requests.run(search, bound, branch.cql, prefix)
-                hits = tag_hits(rows, with_nodes=with_nodes)
+                hits = tag_hits(rows)
             terms.update((row[0], frozenset(row[-1] or ())) for row in rows)
             return hits
 
