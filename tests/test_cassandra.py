@@ -33,6 +33,7 @@ from graphstore.cassandra.session import key_chunks, retry_pauses, said, transie
 from graphstore.cassandra.tag_reads import IN_TAGS
 from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
 from graphstore.filters import EVERYTHING, parse_filter
+from graphstore.ingest import ingest
 from graphstore.nodes import StoredNode, unit
 from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings
@@ -604,19 +605,35 @@ async def test_a_filter_on_a_value_too_long_for_sai_to_index_still_matches(stora
     }
 
 
-async def test_a_passage_too_large_for_one_batch_is_named_with_its_texts_size(storage):
-    """The error blamed the node's tags alone: with one tag and 2 MB of text it said
-    'with 1 incoming tags is too large', and a text over 16 MiB got the server's message."""
+async def test_a_passage_sure_to_be_too_large_for_one_batch_is_refused_before_any_write(
+    storage, tmp_path
+):
+    """A passage over the node's `batch_size_fail_threshold` (1 MiB on the test node) was
+    refused by the server when its batch was written, after the passages written beside it:
+    an ingest that ended in that error had stored them (probe).  One certain to be over is
+    refused before the first write now; one near the limit, by the write, naming its size."""
+    assert storage.max_write_bytes == 1 << 20
     store = GraphStore(KeyedEmbeddings(dimension=4), storage)
-    text = "x" * 2_000_000
+    small = Node("small", "a small passage", {}, frozenset())
+    big = Node("big", "x" * 2_000_000, {}, frozenset({Link.bidir("kw", "t")}))
+    with pytest.raises(InvalidInputError, match=r"^node 'big' needs at least 2,000,034 bytes"):
+        await store.aadd_nodes([small, big], vectors=[[1, 0, 0, 0], [0, 1, 0, 0]])
+    assert await store.aget(["small", "big"]) == []
+
+    (tmp_path / "a.txt").write_text("A small first file about monkeys.")
+    (tmp_path / "z.txt").write_text("monkey " * 200_000)
+    with pytest.raises(InvalidInputError, match=r"^z.txt: node 'z.txt#0' needs at least "):
+        await ingest(store, [tmp_path], linkers=[], max_chars=2_000_000, root=tmp_path)
+    assert await store.aget(["a.txt#0"]) == []
+
+    tags = frozenset(Link.bidir("kw", f"keyword number {n}") for n in range(60))
+    near = Node("near", "x" * 1_040_000, {}, tags)
     with pytest.raises(StorageError) as error:
-        await store.aadd_nodes(
-            [Node("big", text, {}, frozenset({Link.bidir("kw", "t")}))], vectors=[[1, 0, 0, 0]]
-        )
+        await store.aadd_nodes([near], vectors=[[1, 0, 0, 0]])
     assert str(error.value).startswith(
-        "node 'big' (2000000 bytes of text, 1 incoming tags) is too large for one batch"
+        "node 'near' (1040000 bytes of text, 60 incoming tags) is too large for one batch"
     )
-    assert await store.aget(["big"]) == []
+    assert await store.aget(["near"]) == []
 
 
 @pytest.mark.parametrize("links", ["[[1,2", "[1]", "null"])

@@ -83,7 +83,7 @@ from graphstore.cassandra.session import (
 from graphstore.cassandra.tables import PARTS, Tables, check_new_prefix
 from graphstore.cassandra.tag_reads import TagReader
 from graphstore.cassandra.url import DEFAULT_PORT, DEFAULT_TABLE, identifier, parse_url
-from graphstore.cassandra.writes import Writer
+from graphstore.cassandra.writes import Writer, batch_limit
 from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
 from graphstore.filters import EVERYTHING, Condition, FilterValues, holds, matches
 from graphstore.links import TagKey
@@ -186,6 +186,7 @@ class CassandraStorage(Storage):
             replication = keyspace_rows[0][0]
             self.replicas = replication_factor(replication)
             """Replicas of each row (in one data centre)."""
+            self.max_write_bytes = batch_limit(self._requests)
             self._check_levels(placements(replication, nodes_by_data_centre(session)))
             self._dimension: int | None = None
             self._open_tables()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -52,6 +53,23 @@ from graphstore.filters import FilterValues
 from graphstore.links import TagKey, decode_links, encode_links, incoming_tags, outgoing_tags
 from graphstore.metadata import filter_terms
 from graphstore.nodes import StoredNode
+
+SELECT_SETTING = "SELECT value FROM system_views.settings WHERE name = ?"
+SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def batch_limit(requests: Requests) -> int | None:
+    """The node's `batch_size_fail_threshold` in bytes, the most one node's logged batch may
+    hold (`Storage.max_write_bytes`); None when the server does not say (a role that may not
+    read `system_views`, a value in another form): a batch over it is then refused by the
+    server alone."""
+    try:
+        rows = requests.execute_now(SELECT_SETTING, ("batch_size_fail_threshold",))
+    except Exception:  # an unknown limit, not a store that cannot open
+        return None
+    found = re.fullmatch(r"(\d+)\s*(B|KiB|MiB|GiB)", str(rows[0][0]).strip()) if rows else None
+    return int(found[1]) * SIZE_UNITS[found[2]] if found else None
+
 
 Stored = tuple[dict[TagKey, int], FilterValues]
 """Of a stored node: where its tag rows are (`layout.placements`) and its filter values."""
