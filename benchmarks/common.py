@@ -14,7 +14,6 @@ import math
 import os
 import random
 import re
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -223,12 +222,6 @@ def latency_bars(
     axes.bar(xs, medians, width, yerr=[[0] * len(xs), spread], label=label, capsize=2)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @contextlib.contextmanager
 def cassandra_contact() -> Iterator[tuple[str, int]]:
     """`$GRAPHSTORE_TEST_CASSANDRA` (host:port) if set, else a local node for this run only."""
@@ -239,10 +232,10 @@ def cassandra_contact() -> Iterator[tuple[str, int]]:
             raise SystemExit(f"{CASSANDRA_ENV} must be host or host:port, got {given!r}")
         yield host, int(port or 9042)
         return
-    from graphstore.testing.local_cassandra import running_cassandra
+    from graphstore.testing.local_cassandra import free_port, running_cassandra
 
     print("starting a local Cassandra node (set GRAPHSTORE_TEST_CASSANDRA to reuse one)")
-    with running_cassandra(port=_free_port()) as node:
+    with running_cassandra(port=free_port()) as node:
         yield node.host, node.port
 
 

@@ -10,7 +10,6 @@ even search it.
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,19 +31,13 @@ ROLES = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def node_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     cassandra_contact()  # skip without Cassandra tooling (fail in CI)
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import Cluster
 
-    from graphstore.testing.local_cassandra import CassandraNode
+    from graphstore.testing.local_cassandra import CassandraNode, free_port
 
     node = CassandraNode(
         Path(tmp_path_factory.mktemp("access")),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -16,17 +15,11 @@ from graphstore.testing.embeddings import HookedEmbeddings, KeyedEmbeddings
 PASSAGES = passages(200, keywords=9)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.cassandra
 def test_stopped_node_fails_the_ingest_and_a_rerun_completes_it_exactly_once(tmp_path: Path):
     cassandra_contact()  # skip without Cassandra tooling (fail in CI)
     from graphstore.cassandra import CassandraStorage
-    from graphstore.testing.local_cassandra import running_cassandra
+    from graphstore.testing.local_cassandra import free_port, running_cassandra
 
     port = free_port()
 

@@ -9,7 +9,6 @@ starts a node of its own on a free port, restarts it, and stops it after.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,18 +31,12 @@ VECTORS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def restarted_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """A node holding the passages below, stopped (drained) and started again."""
     cassandra_contact()  # skip without Cassandra tooling (fail in CI)
     from graphstore.cassandra import CassandraStorage
-    from graphstore.testing.local_cassandra import CassandraNode
+    from graphstore.testing.local_cassandra import CassandraNode, free_port
 
     node = CassandraNode(Path(tmp_path_factory.mktemp("restart")), port=free_port(), heap="512M")
     node.start()

@@ -281,7 +281,8 @@ def _processors() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on the loopback address now (for a node's CQL, gossip or JMX)."""
     with socket.socket() as s:
         s.bind((HOST, 0))
         port: int = s.getsockname()[1]
@@ -483,7 +484,7 @@ class CassandraNode:
             f"-Dcassandra.logdir={self.node_dir}",
             f"-Dcassandra.triggers_dir={self.node_dir / 'triggers'}",
             f"-Dlogback.configurationFile={LOGBACK}",
-            f"-Dcassandra.jmx.local.port={_free_port()}",
+            f"-Dcassandra.jmx.local.port={free_port()}",
             "-cp",
             os.pathsep.join(str(jar) for jar in sorted(lib.glob("*.jar"))),
             MAIN_CLASS,
@@ -503,7 +504,7 @@ class CassandraNode:
                 raise CassandraError(f"port {self.host}:{port} is already in use")
         java = find_java()
         lib = ensure_jars(java)
-        config = self.write_config(storage_port=self.storage_port or _free_port())
+        config = self.write_config(storage_port=self.storage_port or free_port())
         with open(self.stdout_log, "wb") as out:
             self._proc = subprocess.Popen(
                 self.command(java, lib, config),
