@@ -22,17 +22,12 @@ INSERT_NODE = (
     "tag_buckets) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 DELETE_NODE = "DELETE FROM {nodes} WHERE node_id = ?"
-SEARCH_NODES = (
-    "SELECT node_id, text, metadata, links, embedding, similarity_cosine(embedding, ?) "
-    "FROM {nodes}{where} ORDER BY embedding ANN OF ? LIMIT ?"
-)
 SEARCH_HITS = (
     "SELECT node_id, embedding, outgoing, similarity_cosine(embedding, ?), filter_terms "
     "FROM {nodes}{where} ORDER BY embedding ANN OF ? LIMIT ?"
 )
-"""A search's roots: what ranks and expands them (a search reads the passages it returns by
-key at its end, since an ANN row may be one deleted, `CassandraStorage._current`)."""
-SCAN_SEARCH = "SELECT node_id, text, metadata, links, embedding FROM {nodes}{where}"
+"""The nearest passages: what ranks and expands them (a search reads the passages it returns
+by key at its end, since an ANN row may be one deleted, `CassandraStorage._current`)."""
 SCAN_HITS = "SELECT node_id, embedding, outgoing, filter_terms FROM {nodes}{where}"
 
 # Small parts (read whole; the static `buckets` says which buckets a hot tag has)

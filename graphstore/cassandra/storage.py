@@ -51,10 +51,8 @@ from graphstore.cassandra.queries import (
     SCAN_HOT_BUCKET,
     SCAN_METADATA,
     SCAN_NODE_IDS,
-    SCAN_SEARCH,
     SEARCH_HITS,
     SEARCH_HOT,
-    SEARCH_NODES,
     SELECT_MODEL,
     SELECT_NODES,
 )
@@ -438,49 +436,28 @@ class CassandraStorage(Storage):
         return plan(where, self._ranges.known, self._ranges.complete)
 
     async def search(self, vector: Vector, k: int, where: Condition) -> list[ScoredNode]:
+        """The nearest passages as `search_hits` finds them, then read by key (`_current`),
+        taking more in place of those the read finds gone."""
         if k <= 0 or not await self._present():
             return []
         query = vector.astype(np.float32)
-
-        async def fetch(branch: Branch, limit: int | None) -> list[ScoredNode]:
-            if limit is None:
-                rows = await self._requests.run(SCAN_SEARCH, branch.values, branch.cql, " WHERE ")
-                scored = [
-                    ScoredNode(item, float(item.embedding @ query))
-                    for item in map(stored_node, rows)
-                ]
-                return sorted(scored, key=lambda found: (-found.similarity, found.stored.node.id))
-            rows = await self._requests.run(
-                SEARCH_NODES, (query, *branch.values, query, limit), branch.cql, " WHERE "
-            )
-            found = [ScoredNode(stored_node(row), 2.0 * float(row[5]) - 1.0) for row in rows]
-            # Best first by the exact score, whatever order the ANN index merge produced.
-            return sorted(found, key=lambda scored: -scored.similarity)
-
-        ranking = Ranking[ScoredNode](
-            lambda found: found.stored.node.id,
-            lambda found: found.similarity,
-            lambda found: matches(where, found.stored.node.metadata),
-        )
-        planned = await self._plan(where)
         wanted = k
-        while True:  # more, in place of the passages the read found gone
-            found = await top_k(
-                planned, wanted, fetch, ranking, overfetch=ANN_OVERFETCH, least=ANN_ROWS
-            )
-            current = await self._current(found, query, where)
-            if len(current) >= k or len(found) < wanted:
+        while True:
+            hits = await self.search_hits(query, wanted, where)
+            current = await self._current([hit.id for hit in hits], query, where)
+            if len(current) >= k or len(hits) < wanted:
                 return current[:k]
-            wanted += len(found) - len(current)
+            wanted += len(hits) - len(current)
 
     async def _current(
-        self, found: list[ScoredNode], query: Vector, where: Condition
+        self, node_ids: list[str], query: Vector, where: Condition
     ) -> list[ScoredNode]:
-        """`found` read again by key at the read level.  ANN rows are not current: a query
-        reads one replica, which may lag the others (`graphstore.cassandra.consistency`), and
-        after a restart Cassandra 5.0.9's vector index offers rows deleted since, even on a
-        single node, where key reads and `count(*)` see them gone."""
-        current = await self.get([item.stored.node.id for item in found])
+        """The passages of `node_ids` read by key at the read level, scored and filtered.  ANN
+        rows are not current: a query reads one replica, which may lag the others
+        (`graphstore.cassandra.consistency`), and after a restart Cassandra 5.0.9's vector
+        index offers rows deleted since, even on a single node, where key reads and
+        `count(*)` see them gone."""
+        current = await self.get(node_ids)
         rescored = [
             ScoredNode(stored, float(stored.embedding @ query))
             for stored in current
