@@ -63,7 +63,7 @@ from graphstore.splitting import (
     scan_folder,
     split_file,
 )
-from graphstore.store import GraphStore, check_node, check_write_size
+from graphstore.store import GraphStore, check_node
 
 PassageLinker = Callable[[Sequence[Passage]], list[set[Link]]]
 """Links for a batch of passages, one set per passage."""
@@ -360,7 +360,7 @@ async def ingest(
     for passage in read_all(files, max_chars):
         try:
             node = check_node(to_node(passage, set()))
-            check_write_size(store.storage, node, store.storage.dimension)
+            store.storage.check_write_size(node, store.storage.dimension)
         except InvalidInputError as error:  # "node id is 722 characters long" named no file
             raise InvalidInputError(f"{passage.source}: {error}") from error
         planned[passage.id] = passage.file

@@ -116,10 +116,11 @@ class Storage(ABC):
     """The files this backend keeps on this machine, as absolute paths: an ingest of the
     folder holding one does not read it as a document (a store named `notes.txt`)."""
 
-    max_write_bytes: int | None = None
-    """The most one node's write may hold, when the backend refuses larger ones (a Cassandra
-    node's `batch_size_fail_threshold`); None: no limit.  A node sure to pass it is refused
-    before anything is written (`store.check_write_size`)."""
+    def check_write_size(self, node: Node, dimension: int | None) -> None:
+        """Refuse in one line (`InvalidInputError`) a node whose write this backend is sure
+        to refuse as too large, so that `add_nodes` and an ingest refuse it before their
+        first write; `dimension` is the store's, when known.  No limit by default."""
+        return
 
     read_ahead = 0
     """How many of the likeliest next selections a traversal step also reads the tags of.

@@ -12,7 +12,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import inspect
-import json
 import math
 import threading
 import time
@@ -24,7 +23,7 @@ import numpy as np
 
 from graphstore.errors import InvalidInputError, StorageError
 from graphstore.filters import EVERYTHING, parse_filter
-from graphstore.links import as_links, incoming_tags
+from graphstore.links import as_links
 from graphstore.metadata import Filter, check_metadata
 from graphstore.models import (
     IN_SYNC_CALL,
@@ -163,26 +162,6 @@ def _loop_running() -> bool:
     return True
 
 
-def check_write_size(storage: Storage, node: Node, dimension: int | None) -> None:
-    """Refuse a node whose write `storage` is sure to refuse (`Storage.max_write_bytes`),
-    before anything is written: an ingest that met it at the write had stored the passages
-    written beside it.  Counted low (its text and metadata, and a vector for its row and
-    each of its tag rows; what else a write holds is left out), so only a node certain to
-    fail is refused here, and one near the limit is refused by the write itself."""
-    limit = storage.max_write_bytes
-    if limit is None:
-        return
-    rows = 1 + len(incoming_tags(node.links))
-    metadata = json.dumps(node.metadata, ensure_ascii=False)
-    size = len(node.text.encode()) + len(metadata.encode()) + rows * 4 * (dimension or 0)
-    if size > limit:
-        raise InvalidInputError(
-            f"node {node.id!r} needs at least {size:,} bytes in one write, above the store's "
-            f"limit of {limit:,} (Cassandra's batch_size_fail_threshold): split the passage, "
-            "or raise the threshold in cassandra.yaml"
-        )
-
-
 def check_node(node: Any) -> Node:
     """Validate a node's id, text, metadata and links; return a normalized copy."""
     if not isinstance(node, Node):
@@ -286,7 +265,7 @@ class GraphStore:
                 given.append(self._unit(vector, dimension, f"vectors[{position}]"))
                 dimension = given[-1].size
         for node in checked:
-            check_write_size(self.storage, node, dimension)
+            self.storage.check_write_size(node, dimension)
         for start in range(0, len(checked), self.batch_size):
             await asyncio.sleep(0)  # a Ctrl-C or SIGTERM (a cancel) stops the write here
             batch = checked[start : start + self.batch_size]

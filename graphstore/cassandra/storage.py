@@ -81,11 +81,11 @@ from graphstore.cassandra.session import (
 from graphstore.cassandra.tables import PARTS, Tables, check_new_prefix
 from graphstore.cassandra.tag_reads import TagReader
 from graphstore.cassandra.url import DEFAULT_PORT, DEFAULT_TABLE, identifier, parse_url
-from graphstore.cassandra.writes import Writer, batch_limit
+from graphstore.cassandra.writes import Writer, batch_limit, check_batch_size
 from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
 from graphstore.filters import EVERYTHING, Condition, FilterValues, holds, matches
 from graphstore.links import TagKey
-from graphstore.nodes import StoredNode, TagHit, Vector
+from graphstore.nodes import Node, StoredNode, TagHit, Vector
 from graphstore.storage import ScoredNode, Storage, StoreStats, values_by_id
 
 
@@ -185,6 +185,7 @@ class CassandraStorage(Storage):
             self.replicas = replication_factor(replication)
             """Replicas of each row (in one data centre)."""
             self.max_write_bytes = batch_limit(self._requests)
+            """The node's `batch_size_fail_threshold` (None: not known)."""
             self._check_levels(placements(replication, nodes_by_data_centre(session)))
             self._dimension: int | None = None
             self._open_tables()
@@ -392,6 +393,9 @@ class CassandraStorage(Storage):
             self._schema_ready = True
 
     # -- Storage ---------------------------------------------------------------------------
+
+    def check_write_size(self, node: Node, dimension: int | None) -> None:
+        check_batch_size(node, dimension or self._dimension, self.max_write_bytes)
 
     async def upsert(self, nodes: Sequence[StoredNode]) -> None:
         latest = {stored.node.id: stored for stored in nodes}  # a repeated id: the last wins

@@ -48,11 +48,11 @@ from graphstore.cassandra.ranges import Cells, RangeColumns, cells, updates, wan
 from graphstore.cassandra.rows import embedding_bytes, encode_tags, tag_map
 from graphstore.cassandra.schema import OUTGOING_PARTS
 from graphstore.cassandra.session import Requests
-from graphstore.errors import StorageError
+from graphstore.errors import InvalidInputError, StorageError
 from graphstore.filters import FilterValues
 from graphstore.links import TagKey, decode_links, encode_links, incoming_tags, outgoing_tags
 from graphstore.metadata import filter_terms
-from graphstore.nodes import StoredNode
+from graphstore.nodes import Node, StoredNode
 
 SELECT_SETTING = "SELECT value FROM system_views.settings WHERE name = ?"
 SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
@@ -60,7 +60,7 @@ SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
 def batch_limit(requests: Requests) -> int | None:
     """The node's `batch_size_fail_threshold` in bytes, the most one node's logged batch may
-    hold (`Storage.max_write_bytes`); None when the server does not say (a role that may not
+    hold (`check_batch_size`); None when the server does not say (a role that may not
     read `system_views`, a value in another form): a batch over it is then refused by the
     server alone."""
     try:
@@ -69,6 +69,24 @@ def batch_limit(requests: Requests) -> int | None:
         return None
     found = re.fullmatch(r"(\d+)\s*(B|KiB|MiB|GiB)", str(rows[0][0]).strip()) if rows else None
     return int(found[1]) * SIZE_UNITS[found[2]] if found else None
+
+
+def check_batch_size(node: Node, dimension: int | None, limit: int | None) -> None:
+    """Refuse a node whose logged batch is sure to exceed `limit` (`batch_limit`), counted
+    low: its text and metadata, and a vector for its row and each of its tag rows (what else
+    a batch holds is left out), so only a node certain to fail is refused before the first
+    write; one near the limit is refused by its own write (`Writer._write`)."""
+    if limit is None:
+        return
+    rows = 1 + len(incoming_tags(node.links))
+    metadata = json.dumps(node.metadata, ensure_ascii=False)
+    size = len(node.text.encode()) + len(metadata.encode()) + rows * 4 * (dimension or 0)
+    if size > limit:
+        raise InvalidInputError(
+            f"node {node.id!r} needs at least {size:,} bytes in one write, above the store's "
+            f"limit of {limit:,} (Cassandra's batch_size_fail_threshold): split the passage, "
+            "or raise the threshold in cassandra.yaml"
+        )
 
 
 Stored = tuple[dict[TagKey, int], FilterValues]
