@@ -476,7 +476,7 @@ class CassandraStorage(Storage):
         # ANN rows may be gone (see `_current`).
         templates = (SEARCH_HITS, SCAN_HITS, " WHERE ")
         return await self._hits(
-            vector.astype(np.float32),
+            vector.astype(np.float32, copy=False),
             k,
             where,
             templates,
