@@ -81,6 +81,12 @@ OPTIONS = {
     "as_of_chapter": "--as-of-chapter",
 }
 """The option of each library argument the commands pass on as given, for its errors."""
+GLOBAL_OPTIONS = {
+    "store": f"store location (default: ${STORE_ENV} or graphstore.db)",
+    "model": "embedding model (minilm, e5) or local directory; default: the one the store was "
+    "ingested with, or minilm for a new store",
+}
+"""Options of every command, taken before the command's name or after it."""
 SKIPPED_SHOWN = 5
 """Skipped entries an ingest names; it counts the rest."""
 
@@ -93,11 +99,6 @@ class _Parser(argparse.ArgumentParser):
     """Its commands (what `add_subparsers` returned), when it has some."""
 
     def error(self, message: str) -> NoReturn:
-        words = message.split()
-        if words[:2] == ["unrecognized", "arguments:"] and {"--store", "--model"} & {
-            word.split("=")[0] for word in words
-        }:
-            message += " (--store and --model go before the command)"
         program = self.prog.split()[0]  # `graphstore: error:` from a command's parser too
         self.exit(2, f"{program}: error: {message} (see {self.prog} --help)\n")
 
@@ -105,11 +106,24 @@ class _Parser(argparse.ArgumentParser):
         self, args: Sequence[str] | None = None, namespace: None = None
     ) -> argparse.Namespace:
         """argparse's, but an argument a command does not take is reported by that command's
-        parser, so the error points to its help (`graphstore search --help`), not the top."""
-        parsed, extras = self.parse_known_args(args, namespace)
+        parser, so the error points to its help (`graphstore search --help`), not the top
+        (one given before the command, by the top); and `--store` and `--model` given after
+        the command count as given before it."""
+        given = list(sys.argv[1:] if args is None else args)
+        parsed, extras = self.parse_known_args(given, namespace)
         if extras:
-            command = self.commands.choices.get(parsed.command, self) if self.commands else self
+            command = self.commands.choices.get(parsed.command) if self.commands else None
+            before = given.index(parsed.command) if parsed.command in given else len(given)
+            if command is None or given.index(extras[0]) < before:
+                command = self
             command.error(f"unrecognized arguments: {' '.join(extras)}")
+        for name in GLOBAL_OPTIONS:
+            after = vars(parsed).pop(f"{name}_after_command", None)
+            if after is None:
+                continue
+            if getattr(parsed, name) not in (None, after):
+                self.error(f"--{name} given twice, before and after the command")
+            setattr(parsed, name, after)
         return parsed
 
 
@@ -133,12 +147,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="graphstore", description="A graph vector store linked by tags, not stored edges."
     )
-    parser.add_argument("--store", help=f"store location (default: ${STORE_ENV} or graphstore.db)")
-    parser.add_argument(
-        "--model",
-        help="embedding model (minilm, e5) or local directory; default: the one the store was "
-        "ingested with, or minilm for a new store",
-    )
+    for name, help_text in GLOBAL_OPTIONS.items():
+        parser.add_argument(f"--{name}", help=help_text)
     commands = parser.commands = parser.add_subparsers(dest="command", required=True)
 
     add = commands.add_parser(
@@ -258,6 +268,9 @@ def _parser() -> argparse.ArgumentParser:
         "(run it while nothing else writes to the store)",
     )
     commands.add_parser("mcp", help="serve the store to agents over MCP (stdio)")
+    for command in commands.choices.values():
+        for name, help_text in GLOBAL_OPTIONS.items():
+            command.add_argument(f"--{name}", dest=f"{name}_after_command", help=help_text)
     return parser
 
 

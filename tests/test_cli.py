@@ -385,9 +385,13 @@ def test_bad_input_gives_one_line_error_and_changes_nothing(
             "(see graphstore prompt --help)",
         ),
         (
-            ["prompt", "x", "--model", "minilm"],
-            "graphstore: error: unrecognized arguments: --model minilm "
-            "(--store and --model go before the command)",
+            ["--store", "a.db", "prompt", "x", "--store", "b.db"],
+            "graphstore: error: --store given twice, before and after the command "
+            "(see graphstore --help)",
+        ),
+        (
+            ["--bogus", "search", "x"],
+            "graphstore: error: unrecognized arguments: --bogus (see graphstore --help)",
         ),
         (
             ["search", "x", "--as-of-chapter", "abc"],
@@ -411,6 +415,19 @@ def test_usage_errors_are_one_line_too(capsys, args, message):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert message in err
+
+
+def test_store_and_model_may_follow_the_command(ingested, capsys):
+    """`graphstore search "q" --store notes.db` was refused with a hint to move `--store`
+    before the command; it now means what `--store notes.db search "q"` does."""
+    capsys.readouterr()
+    assert main(["--store", str(ingested), "search", "exceptions", "--model", "minilm"]) == 0
+    before = capsys.readouterr().out
+    assert "errors.html#" in before
+    assert main(["search", "exceptions", "--store", str(ingested), "--model", "minilm"]) == 0
+    assert capsys.readouterr().out == before
+    assert main(["search", "exceptions", "--store", str(ingested), "--model", "e5"]) == 2
+    assert "embedded with minilm, not e5" in capsys.readouterr().err
 
 
 def _command(store: Path, *args: str, **options) -> subprocess.CompletedProcess[str]:
