@@ -5,7 +5,9 @@ next, so the limit of section i is the budget times the shares of sections 0..i 
 (the last section's limit is the whole budget), and what the last section leaves goes back
 to the entries the earlier ones had no room for (a section of share 0 takes nothing).
 Within a section, entries are taken best first while the whole block so far still fits
-that limit (an entry too long is skipped so a shorter later one can fit), then shown in
+that limit (an entry too long is skipped so a shorter later one can fit; but a section's
+limit stretches, within the budget, to hold its best entry alone, so that a share too small
+for the card a scene names does not hand that share to a lesser, shorter card), then shown in
 story order: grouped by source, by position within a source; sources by their first
 chapter (a book's chapter files in the book's order), else in the order of their best
 entries.  Counting the whole rendered block at every step, citations, titles and separators
@@ -201,12 +203,15 @@ def fill(
     kept: list[list[Entry]] = [[] for _ in sections]
     seen: set[str] = set()
 
-    def fits(index: int, trial: list[Entry], cap: int) -> bool:
+    def tokens(index: int, trial: list[Entry]) -> int:
         shown = [
             (section.title, story_order(trial if i == index else kept[i]))
             for i, section in enumerate(sections)
         ]
-        return _tokens(count, render(shown, template, separator)) <= cap
+        return _tokens(count, render(shown, template, separator))
+
+    def fits(index: int, trial: list[Entry], cap: int) -> bool:
+        return tokens(index, trial) <= cap
 
     def take(index: int, entries: Sequence[Entry], cap: int) -> None:
         """Take `entries`, best first, into section `index` while the whole block fits
@@ -237,8 +242,13 @@ def fill(
             else:  # one entry that does not fit, or none left that is new
                 position, run = end, 1
 
-    for index, (section, cap) in enumerate(zip(sections, caps, strict=True)):
-        take(index, section.entries, cap)
+    for index, section in enumerate(sections):
+        best = next((entry for entry in section.entries if not _keys(entry) & seen), None)
+        if section.share and best is not None:
+            alone = tokens(index, [best])
+            if caps[index] < alone <= budget:  # the best entry stretches the section's limit
+                caps[index:] = [max(cap, alone) for cap in caps[index:]]
+        take(index, section.entries, caps[index])
     for index, section in enumerate(sections[:-1]):  # what the last section left over
         if section.share:
             take(index, section.entries, budget)

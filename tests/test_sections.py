@@ -68,6 +68,26 @@ def test_what_the_cards_leave_rolls_over_to_the_passages():
     assert count_tokens(render(more, TEMPLATE, "\n\n")) > 400
 
 
+def test_a_best_entry_longer_than_its_share_stretches_the_share_rather_than_losing_its_place():
+    """A scene naming 白骨精, whose card (108 tokens) is longer than the cards' 90 of a
+    300-token budget, got a shorter card it never named in that place, then passages filled
+    the rest; the card it named came in at --card-share 1 only."""
+    named, lesser = entries("c", [100, 30])
+    passages = entries("p", [40] * 10)
+    filled = run([Section("Cards", 0.3, [named, lesser]), Section("Passages", 0.7, passages)], 300)
+    kept_cards, kept_passages = filled.chosen
+    assert kept_cards == [named]
+    assert kept_passages  # the passages get what the card leaves
+    assert count_tokens(filled.text) <= 300
+    # A best entry longer than the whole budget stretches nothing: the lesser one fits as before.
+    huge = entries("c", [400])[0]
+    filled = run([Section("Cards", 0.3, [huge, lesser]), Section("Passages", 0.7, passages)], 300)
+    assert filled.chosen[0] == [lesser]
+    # A section of share 0 takes nothing, its best entry neither.
+    filled = run([Section("Cards", 0.0, [named]), Section("Passages", 1.0, passages)], 300)
+    assert filled.chosen[0] == []
+
+
 def test_what_the_passages_leave_goes_back_to_the_cards():
     """A card share too small for the cards a scene names used to drop them while most of
     the budget went unused (few passages found)."""
