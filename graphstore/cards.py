@@ -114,7 +114,7 @@ def _text(where: str, value: Any, *, limit: int | None = None) -> str:
         raise InvalidInputError(
             f"{where} {value.strip()!r} holds the control character U+{ord(control):04X}"
         )
-    return value.strip()
+    return " ".join(value.split())  # a name over two lines reads, and prints, as one
 
 
 def _is_control(char: str) -> bool:

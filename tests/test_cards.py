@@ -104,6 +104,16 @@ def test_true_and_false_show_as_the_card_writes_them():
     assert render_card(listed) == "Bob\nflags: true, x"
 
 
+def test_a_name_over_two_lines_is_one_name_on_one_line():
+    """`name: "Bob\\nSmith"` was kept with its line break, so a prompt printed the card's
+    name over two lines (the scene "Bob Smith" named it all the same)."""
+    text = 'name: "Bob\\nSmith"\naliases: ["B\\tS"]\nattributes: {"a\\n b": 1}\n'
+    (card,) = parse_yaml_cards(text, "x.yaml")
+    assert card.name == "Bob Smith"
+    assert card.aliases == ("B S",)
+    assert [name for name, _ in card.attributes] == ["a b"]
+
+
 def test_yaml_file_may_hold_one_card_or_a_list():
     one = parse_yaml_cards("name: 白骨精\naliases: 尸魔\n", "白骨精.yaml")
     assert [(c.name, c.aliases) for c in one] == [("白骨精", ("尸魔",))]
