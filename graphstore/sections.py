@@ -245,9 +245,9 @@ def fill(
     for index, section in enumerate(sections):
         best = next((entry for entry in section.entries if not _keys(entry) & seen), None)
         if section.share and best is not None:
-            alone = tokens(index, [best])
-            if caps[index] < alone <= budget:  # the best entry stretches the section's limit
-                caps[index:] = [max(cap, alone) for cap in caps[index:]]
+            best_tokens = tokens(index, [best])
+            if caps[index] < best_tokens <= budget:  # the best entry stretches the limit
+                caps[index:] = [max(cap, best_tokens) for cap in caps[index:]]
         take(index, section.entries, caps[index])
     for index, section in enumerate(sections[:-1]):  # what the last section left over
         if section.share:
