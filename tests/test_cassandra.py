@@ -744,5 +744,5 @@ def test_the_drivers_errors_are_said_plainly_not_as_its_reprs():
         "has just started may not be ready: try again"
     )
     few = Unavailable("Cannot achieve consistency level THREE", ConsistencyLevel.THREE, 3, 1)
-    assert said(few) == "too few replicas for consistency THREE: 1 of 3 alive"
+    assert said(few) == "too few replicas alive: consistency THREE needs 3, 1 alive"
     assert said(NoHostAvailable("x", {"h1:9042": few})) == f"{said(few)} (h1:9042)"

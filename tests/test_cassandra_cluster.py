@@ -20,6 +20,7 @@ import asyncio
 import os
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from functools import partial
 
 import numpy as np
@@ -273,3 +274,44 @@ def test_a_store_at_consistency_three_opens_and_answers_on_three_healthy_nodes(a
     finally:
         run_sync(storage.drop())
         run_sync(storage.close())
+
+
+def _ingest_through(cluster, host: str, keyspace: str):
+    """A new store's first ingest, connected through `host` alone."""
+    from graphstore.cassandra import CassandraStorage
+
+    storage = CassandraStorage.connect(
+        [host], cluster.port, keyspace=keyspace, replication=REPLICATION
+    )
+    corpus = [
+        Node(f"p{i}", f"passage {i}", {"year": 2000 + i}, {Link.bidir("kw", "k")}) for i in range(4)
+    ]
+    GraphStore(KeyedEmbeddings(dimension=DIMENSION), storage).add_nodes(corpus)
+    return storage
+
+
+def test_two_processes_making_one_new_store_at_once_both_succeed(all_up):
+    """Two ingests making a new keyspace at once, each through its own node: the second's
+    `CREATE … IF NOT EXISTS` found what the first had made and returned before the other
+    nodes knew of it, so its next request failed ("keyspace … does not exist", "table
+    … does not exist", a range index asking for ALLOW FILTERING, or a traceback) in most
+    tries.  Each now waits for the nodes to agree on the schema."""
+    cluster = all_up
+    for attempt in range(3):
+        keyspace = f"race_{attempt}_{os.getpid()}"
+        with ThreadPoolExecutor(2) as pool:
+            futures = [
+                pool.submit(_ingest_through, cluster, host, keyspace) for host in cluster.hosts[::2]
+            ]
+            wait(futures)
+        stores = [future.result() for future in futures if future.exception() is None]
+        try:
+            errors = [future.exception() for future in futures if future.exception()]
+            assert not errors, f"attempt {attempt}: {errors}"
+            assert sorted(run_sync(stores[0].node_ids())) == ["p0", "p1", "p2", "p3"]
+            assert run_sync(stores[0].check()) == []
+        finally:
+            if stores:
+                stores[0].session.execute(f'DROP KEYSPACE IF EXISTS "{keyspace}"', timeout=120)
+            for storage in stores:
+                run_sync(storage.close())

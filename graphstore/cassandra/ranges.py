@@ -33,7 +33,7 @@ from cassandra.concurrent import execute_concurrent
 from graphstore.cassandra.filters import RangeColumn, code
 from graphstore.cassandra.queries import CREATE_META, INSERT_META, SCAN_NODES, SELECT_META
 from graphstore.cassandra.rows import tag_map
-from graphstore.cassandra.schema import DDL_TIMEOUT
+from graphstore.cassandra.schema import DDL_TIMEOUT, run_ddl
 from graphstore.cassandra.session import Requests
 from graphstore.errors import StorageError, one_line
 from graphstore.filters import FilterValues
@@ -169,7 +169,7 @@ class RangeColumns:
 
     def _run_ddl(self, statement: str) -> None:
         try:
-            self._session.execute(statement, timeout=DDL_TIMEOUT)
+            run_ddl(self._session, statement)
         except Exception as error:
             raise StorageError(
                 f"adding range columns failed: {str(error).splitlines()[0]}"

@@ -7,12 +7,74 @@ map rebuilt from checked parts are ever formatted into it.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
+from contextlib import suppress
+from typing import Any
+
+from cassandra.cluster import EXEC_PROFILE_DEFAULT
+from cassandra.query import tuple_factory
 
 from graphstore.errors import InvalidInputError
 
 DDL_TIMEOUT = 120.0
 """Schema changes wait for agreement and SAI index builds: slower than any query."""
+POOL_WAIT = 10.0
+"""Seconds a session opened a moment ago gets to connect to `schema_host`."""
+
+
+def run_ddl(session: Any, statement: str) -> None:
+    """Run one schema statement on `schema_host`, then `agree_on_schema`."""
+    session.execute(statement, timeout=DDL_TIMEOUT, host=schema_host(session))
+    agree_on_schema(session)
+
+
+def schema_host(session: Any) -> Any:
+    """The node every process sends its schema statements to: the first live one by
+    address (None, for the driver to choose, when it knows of none).
+
+    A node applies schema changes one at a time, so a `CREATE … IF NOT EXISTS` sent there
+    finds the table another process has just made there.  Sent to two nodes at once, both
+    statements made the table, Cassandra 5.0 kept one of the two, and the process whose
+    table lost found "table … does not exist" at its next write: two ingests making one
+    store on three nodes failed one time in two."""
+    live = [host for host in session.cluster.metadata.all_hosts() if host.is_up]
+    host = min(live, key=lambda host: str(host.endpoint), default=None)
+    deadline = time.monotonic() + POOL_WAIT
+    while host is not None and host not in session.get_pool_state():
+        if time.monotonic() > deadline:  # a node this session does not connect to
+            return None
+        time.sleep(0.05)  # a session opened a moment ago is still connecting to it
+    return host
+
+
+def agree_on_schema(session: Any) -> None:
+    """Wait (up to `DDL_TIMEOUT`) until every live node this session reaches holds the same
+    schema, each asked for its own version (`system.local`).
+
+    A `CREATE … IF NOT EXISTS` that finds what another process has just made changes
+    nothing and returns at once, while nodes that have not heard of it yet may serve the
+    next request ("keyspace … does not exist").  The driver's own wait compares the
+    versions its control node has heard of by gossip, which right after a change made on
+    another node are all still the old one: it found them agreed, and the next write failed
+    on a node without the table.  When the nodes agree, this is one round trip to each."""
+    profile = session.execution_profile_clone_update(
+        EXEC_PROFILE_DEFAULT, row_factory=tuple_factory
+    )
+    deadline = time.monotonic() + DDL_TIMEOUT
+    while True:
+        versions = set()
+        for host in [host for host in session.get_pool_state() if host.is_up]:
+            with suppress(Exception):  # a node going down now: the next request says so
+                rows = session.execute(SELECT_SCHEMA_VERSION, host=host, execution_profile=profile)
+                versions.add(rows.one()[0])
+        if len(versions) <= 1 or time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
+
+
+SELECT_SCHEMA_VERSION = "SELECT schema_version FROM system.local"
+
 DATACENTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 STRATEGIES = frozenset({"SimpleStrategy", "NetworkTopologyStrategy"})
 VECTOR_TYPE = re.compile(r"vector<float,\s*(\d+)>")

@@ -31,6 +31,7 @@ from cassandra.policies import RetryPolicy
 from cassandra.query import BatchStatement, BatchType, tuple_factory
 
 from graphstore.cassandra.consistency import Consistency
+from graphstore.cassandra.schema import schema_host
 from graphstore.errors import InvalidInputError, StorageError, one_line
 
 DEFAULT_MAX_IN_FLIGHT = 32
@@ -80,8 +81,8 @@ def _cause(error: BaseException) -> str:
     if isinstance(error, Unavailable):
         level = ConsistencyLevel.value_to_name.get(error.consistency, error.consistency)
         return (
-            f"too few replicas for consistency {level}: {error.alive_replicas} of "
-            f"{error.required_replicas} alive"
+            f"too few replicas alive: consistency {level} needs {error.required_replicas}, "
+            f"{error.alive_replicas} alive"
         )
     if isinstance(error, ReadFailure):  # its text ends in a dict of its fields
         level = ConsistencyLevel.value_to_name.get(error.consistency, error.consistency)
@@ -342,17 +343,23 @@ class Requests:
         again after a timeout as `execute` does (a store opened just after a node died
         failed).  The schema tables are read at ONE: every node holds them whole (they are
         local), so a read level of TWO or THREE could never be met there, and opening a
-        store at `consistency=THREE` failed on a healthy cluster of three."""
+        store at `consistency=THREE` failed on a healthy cluster of three.  They are read on
+        `schema_host`, where every schema statement goes: a node that has not heard of a
+        keyspace another process made there a moment ago said it did not exist."""
         statement = self.prepare(query)
+        host = None
         if SCHEMA_TABLES in query:
             statement = statement.bind(values)
             statement.consistency_level = ConsistencyLevel.ONE
             values = ()
+            host = schema_host(self.session)
         pauses = retry_pauses(self.retry_window)
         while True:
             try:
                 return list(
-                    self.session.execute(statement, values or None, execution_profile=self.profile)
+                    self.session.execute(
+                        statement, values or None, execution_profile=self.profile, host=host
+                    )
                 )
             except Exception as error:
                 pause = next(pauses, None) if transient(error) else None

@@ -23,7 +23,7 @@ from contextlib import suppress
 from typing import Any
 
 import numpy as np
-from cassandra import UnresolvableContactPoints
+from cassandra import AlreadyExists, UnresolvableContactPoints
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
@@ -65,9 +65,12 @@ from graphstore.cassandra.schema import (
     SELECT_KEYSPACE,
     SELECT_TABLES,
     UPGRADE,
+    agree_on_schema,
     placements,
     replication_cql,
     replication_factor,
+    run_ddl,
+    schema_host,
 )
 from graphstore.cassandra.session import (
     DEFAULT_MAX_IN_FLIGHT,
@@ -100,6 +103,16 @@ def _drop_if_new(cluster: Cluster, keyspace: str, created: bool) -> None:
             if not session.execute(session.prepare(SELECT_TABLES), (keyspace,)).all():
                 session.execute(f'DROP KEYSPACE IF EXISTS "{keyspace}"', timeout=DDL_TIMEOUT)
     cluster.shutdown()
+
+
+def _create_keyspace(session: Any, keyspace: str, replication_map: str) -> bool:
+    """Create the keyspace; false when another process made it first (then it is theirs
+    too, and a failure of this process must not drop it: `drop_created_keyspace`)."""
+    try:
+        run_ddl(session, f'CREATE KEYSPACE "{keyspace}" WITH replication = {replication_map}')
+    except AlreadyExists:
+        return False
+    return True
 
 
 class CassandraStorage(Storage):
@@ -192,7 +205,7 @@ class CassandraStorage(Storage):
         except StoreOpenError:
             raise
         except Exception as error:
-            raise StoreOpenError(f"cannot read the Cassandra schema: {said(error)}") from error
+            raise StoreOpenError(f"cannot open the Cassandra store: {said(error)}") from error
 
     def _check_levels(self, placed: list[tuple[int, int]]) -> None:
         """Refuse consistency levels that no request can meet: they wait for more replicas
@@ -237,7 +250,7 @@ class CassandraStorage(Storage):
             except StoreOpenError:
                 raise
             except Exception as error:
-                raise StorageError(f"cannot read the Cassandra schema: {said(error)}") from error
+                raise StorageError(f"cannot open the Cassandra store: {said(error)}") from error
         return self._dimension is not None
 
     @classmethod
@@ -294,18 +307,17 @@ class CassandraStorage(Storage):
         created = False
         try:
             session = cluster.connect()
-            existed = bool(session.execute(session.prepare(SELECT_KEYSPACE), (keyspace,)).all())
+            select_keyspace = session.prepare(SELECT_KEYSPACE)
+            host = schema_host(session)
+            existed = bool(session.execute(select_keyspace, (keyspace,), host=host).all())
             if not existed and not create:
                 raise StoreOpenError(f"no store at {where}: keyspace {keyspace!r} does not exist")
             if not existed:  # a role confined to an existing keyspace may not CREATE one
-                session.execute(
-                    f'CREATE KEYSPACE IF NOT EXISTS "{keyspace}" '
-                    f"WITH replication = {replication_map}",
-                    timeout=DDL_TIMEOUT,
-                )
-                created = True
+                created = _create_keyspace(session, keyspace, replication_map)
+            if not created:  # made by another process a moment ago, perhaps: on every node?
+                agree_on_schema(session)
             storage = cls(session, keyspace, table, **options)
-            storage.created_keyspace = not existed
+            storage.created_keyspace = created
             if storage.dimension is None and not create:
                 raise StoreOpenError(
                     f"no store at {where}: keyspace {keyspace!r} has no table {table}_nodes "
@@ -572,9 +584,7 @@ class CassandraStorage(Storage):
         """One lightweight transaction, so two first writers agree on one model."""
         if not await self._present():  # the settings table comes before the first node
             try:
-                await asyncio.to_thread(
-                    self.session.execute, self._requests.cql(CREATE_META), timeout=DDL_TIMEOUT
-                )
+                await asyncio.to_thread(run_ddl, self.session, self._requests.cql(CREATE_META))
             except Exception as error:
                 raise StorageError(f"creating the store failed: {said(error)}") from error
         if replacing is None:

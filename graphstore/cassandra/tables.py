@@ -16,6 +16,7 @@ from graphstore.cassandra.schema import (
     SELECT_TABLES,
     UPGRADE,
     VECTOR_TYPE,
+    run_ddl,
 )
 from graphstore.cassandra.session import Requests
 from graphstore.errors import InvalidInputError, StoreOpenError, one_line
@@ -98,9 +99,7 @@ class Tables:
         """Run DDL templates (idempotent ones) with the table names and `dimension`."""
         size = int(dimension)  # an int: nothing else but validated names reaches the DDL
         for statement in statements:
-            self._session.execute(
-                statement.format(**self._requests.names, dimension=size), timeout=DDL_TIMEOUT
-            )
+            run_ddl(self._session, statement.format(**self._requests.names, dimension=size))
 
     def upgrade(self, dimension: int) -> None:
         """Bring a store made before hot tags to the current layout (`schema.UPGRADE`): the
