@@ -315,3 +315,31 @@ def test_two_processes_making_one_new_store_at_once_both_succeed(all_up):
                 stores[0].session.execute(f'DROP KEYSPACE IF EXISTS "{keyspace}"', timeout=120)
             for storage in stores:
                 run_sync(storage.close())
+
+
+def test_schema_statements_go_to_a_node_the_session_connects_to(all_up):
+    """Schema statements and reads go to one node, the first live one by address
+    (`schema.schema_host`); a session whose policy leaves that node out (a white list,
+    another data centre) has no connection to it, and each schema read waited for one."""
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import WhiteListRoundRobinPolicy
+
+    from graphstore.cassandra import CassandraStorage
+    from graphstore.cassandra.schema import schema_host
+
+    cluster = all_up
+    last = cluster.hosts[-1]
+    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([last]))
+    client = Cluster([last], port=cluster.port, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    try:
+        session = client.connect()
+        assert schema_host(session).address == last
+        default = connect(cluster, "schema_host")
+        try:
+            assert schema_host(default.session).address == min(cluster.hosts)
+            storage = CassandraStorage(session, KEYSPACE, "schema_host")
+            assert storage.dimension is None
+        finally:
+            run_sync(default.close())
+    finally:
+        client.shutdown()

@@ -13,6 +13,7 @@ from contextlib import suppress
 from typing import Any
 
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
+from cassandra.policies import HostDistance
 from cassandra.query import tuple_factory
 
 from graphstore.errors import InvalidInputError
@@ -21,6 +22,7 @@ DDL_TIMEOUT = 120.0
 """Schema changes wait for agreement and SAI index builds: slower than any query."""
 POOL_WAIT = 10.0
 """Seconds a session opened a moment ago gets to connect to `schema_host`."""
+SELECT_SCHEMA_VERSION = "SELECT schema_version FROM system.local"
 
 
 def run_ddl(session: Any, statement: str) -> None:
@@ -31,18 +33,26 @@ def run_ddl(session: Any, statement: str) -> None:
 
 def schema_host(session: Any) -> Any:
     """The node every process sends its schema statements to: the first live one by
-    address (None, for the driver to choose, when it knows of none).
+    address among those the session's load balancing uses, local ones first (None, for the
+    driver to choose, when there is none).
 
     A node applies schema changes one at a time, so a `CREATE … IF NOT EXISTS` sent there
     finds the table another process has just made there.  Sent to two nodes at once, both
     statements made the table, Cassandra 5.0 kept one of the two, and the process whose
     table lost found "table … does not exist" at its next write: two ingests making one
-    store on three nodes failed one time in two."""
+    store on three nodes failed one time in two.  A node the policy ignores (another data
+    centre, a node left out of a white list) has no connection from this session."""
+    distance = session.cluster.profile_manager.distance
     live = [host for host in session.cluster.metadata.all_hosts() if host.is_up]
-    host = min(live, key=lambda host: str(host.endpoint), default=None)
+    host = None
+    for wanted in (HostDistance.LOCAL, HostDistance.REMOTE):
+        usable = [candidate for candidate in live if distance(candidate) == wanted]
+        if usable:
+            host = min(usable, key=lambda candidate: str(candidate.endpoint))
+            break
     deadline = time.monotonic() + POOL_WAIT
     while host is not None and host not in session.get_pool_state():
-        if time.monotonic() > deadline:  # a node this session does not connect to
+        if time.monotonic() > deadline:  # never connected: the driver chooses
             return None
         time.sleep(0.05)  # a session opened a moment ago is still connecting to it
     return host
@@ -72,8 +82,6 @@ def agree_on_schema(session: Any) -> None:
             return
         time.sleep(0.1)
 
-
-SELECT_SCHEMA_VERSION = "SELECT schema_version FROM system.local"
 
 DATACENTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 STRATEGIES = frozenset({"SimpleStrategy", "NetworkTopologyStrategy"})
