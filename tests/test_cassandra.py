@@ -702,6 +702,18 @@ def test_a_busy_connection_is_transient_and_a_refusal_is_not():
     assert not transient(None)
 
 
+def test_a_lightweight_transaction_of_unknown_outcome_is_sent_again():
+    """Two processes making one store on three nodes recorded its model at once, and one
+    failed with the server's "CAS operation result is unknown - proposal accepted by 1 but
+    not a quorum" (code 0x1700, which the driver has no class for).  Sent again, Paxos
+    completes the accepted proposal first, so the answer is the one recorded."""
+    from cassandra.protocol import ErrorMessage
+
+    unknown = ErrorMessage(0x1700, "CAS operation result is unknown - proposal accepted by 1", None)
+    assert transient(unknown)
+    assert not transient(ErrorMessage(0x2200, "unconfigured table", None))
+
+
 def test_a_request_no_node_could_take_says_so():
     """A node stopped mid-ingest left the driver's `('Unable to complete the operation
     against any hosts', {})`, which named no host and no cause."""

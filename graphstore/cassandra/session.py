@@ -42,6 +42,11 @@ DEFAULT_RETRIES = 2
 DEFAULT_RETRY_WINDOW = 60.0
 FIRST_PAUSE = 0.25
 LONGEST_PAUSE = 4.0
+CAS_WRITE_UNKNOWN = 0x1700
+"""The server's code for a lightweight transaction whose proposal too few replicas accepted
+(two processes recording the model of a new store at once): its outcome is unknown, and
+sending it again settles it, since Paxos completes an accepted proposal before the next.
+The driver knows no class for it."""
 REPLICA_ERRORS = (WriteTimeout, ReadTimeout, OperationTimedOut, WriteFailure)
 """Replicas (or the coordinator) that did not answer in time: transient while the cluster
 notices that a node died.  Too few replicas alive (Unavailable) fails at once.  A replica
@@ -124,11 +129,12 @@ def _pauses_until(deadline: float) -> Iterator[float]:
 
 def transient(cause: BaseException | None) -> bool:
     """Whether a failed request may succeed when sent again: replicas that did not answer
-    (`REPLICA_ERRORS`), or a connection of this client too busy to take it (the driver's
+    (`REPLICA_ERRORS`), a lightweight transaction whose outcome is unknown
+    (`CAS_WRITE_UNKNOWN`), or a connection of this client too busy to take it (the driver's
     `ConnectionBusy` for every host tried: large batches, passages of hundreds of KB, still
     queued on the socket; they drain).  ConnectionBusy ended an ingest of 40 passages of
     330 KB on one node, and hid the server's own error for a batch over its size limit."""
-    if isinstance(cause, REPLICA_ERRORS):
+    if isinstance(cause, REPLICA_ERRORS) or getattr(cause, "code", None) == CAS_WRITE_UNKNOWN:
         return True
     if not isinstance(cause, NoHostAvailable) or not cause.errors:
         return False
