@@ -289,12 +289,23 @@ def model_fingerprint(model: object) -> str | None:
     return None
 
 
-def model_id(model: object) -> str:
-    """What a store records of the model that embedded its passages, to refuse another one.
+def unwrapped(model: object) -> object:
+    """The model under LangChain's wrappers that only store or pass on its vectors
+    (`CacheBackedEmbeddings` keeps it as `underlying_embeddings`): what makes the vectors."""
+    seen = {id(model)}
+    while (inner := getattr(model, "underlying_embeddings", None)) is not None:
+        if id(inner) in seen:
+            break
+        seen.add(id(inner))
+        model = inner
+    return model
 
-    `minilm`, `e5`, a model directory's absolute path, or for any other LangChain model its
-    class name with its `model` or `model_name` setting (`OpenAIEmbeddings:text-embedding-3-small`).
-    """
+
+def model_setting(model: object) -> str | None:
+    """What names `model`'s weights: its `model_id`, or its class name with its `model` or
+    `model_name` setting (`OpenAIEmbeddings:text-embedding-3-small`); None when it has
+    neither, and only its class names it (two instances of one class may embed apart)."""
+    model = unwrapped(model)
     given = getattr(model, "model_id", None)
     if isinstance(given, str) and given:
         return given
@@ -302,7 +313,16 @@ def model_id(model: object) -> str:
         setting = getattr(model, attribute, None)
         if isinstance(setting, str) and setting:
             return f"{type(model).__name__}:{setting}"
-    return type(model).__name__
+    return None
+
+
+def model_id(model: object) -> str:
+    """What a store records of the model that embedded its passages, to refuse another one.
+
+    `minilm`, `e5`, a model directory's absolute path, or for any other LangChain model its
+    `model_setting`, or else its class name; a caching wrapper is named by what it wraps.
+    """
+    return model_setting(model) or type(unwrapped(model)).__name__
 
 
 def load_recorded(recorded: str | None) -> LocalModel:

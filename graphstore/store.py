@@ -31,6 +31,7 @@ from graphstore.models import (
     embed_documents,
     embed_query,
     model_id,
+    model_setting,
 )
 from graphstore.nodes import Hit, Node, StoredNode, Vector, VectorLike, VectorsLike, unit
 from graphstore.storage import ScoredNode, Storage, StoreStats
@@ -564,8 +565,10 @@ class GraphStore:
         (recorded at the first write): vectors of two models side by side rank at random.
         A model recorded under another name is accepted when it embeds a stored passage as
         its stored vector (the same weights: a moved folder, another wrapper); so is the
-        first model recorded in a store that already holds passages.  A store that holds no
-        passage (emptied, or its first write failed) takes the model of its next write."""
+        first model recorded in a store that already holds passages.  A model named by its
+        class alone (`model_setting` None: two instances may embed apart) is checked that
+        way under its own name too.  A store that holds no passage (emptied, or its first
+        write failed) takes the model of its next write."""
         if self.embeddings is None:
             raise InvalidInputError("this store has no embedding model; pass vectors instead")
         given = model_id(self.embeddings)
@@ -578,15 +581,26 @@ class GraphStore:
                     "vectors): use the model they were embedded with"
                 )
             recorded = self._recorded_model = await self.storage.record_model(given)
-        if recorded in (None, given) or self._accepted_model == (recorded, given):
+            if recorded == given:
+                self._accepted_model = (recorded, given)
+        named = model_setting(self.embeddings) is not None
+        if recorded is None or self._accepted_model == (recorded, given):
+            return self.embeddings
+        if recorded == given and named:
             return self.embeddings
         same = await self._embeds_as_stored(self.embeddings)
         if same is None:  # no passage: emptied by deletes, or a first write that failed
-            if writing:  # the record follows the model of the write (it kept the old name)
+            if writing and recorded != given:  # the record follows the write's model
                 recorded = await self.storage.record_model(given, replacing=recorded)
                 self._recorded_model = recorded
             if not writing or recorded == given:
                 return self.embeddings
+        if not same and recorded == given:
+            raise InvalidInputError(
+                f"this store's passages were embedded by another {given} than this one "
+                "(it embeds a stored passage differently, and its name tells no setting "
+                "apart): use the model they were embedded with"
+            )
         if not same:
             raise InvalidInputError(
                 f"this store's passages were embedded with {recorded}, not {given}: "

@@ -156,6 +156,70 @@ async def test_the_same_weights_under_another_name_are_accepted(open_backend):
         await GraphStore(OtherModel(dimension=4), open_backend()).asearch("alpha")
 
 
+class UnnamedModel(Embeddings):
+    """A model whose class alone names it: two instances with another `salt` (standing for
+    their weights) embed apart."""
+
+    def __init__(self, salt: str, dimension: int = 4) -> None:
+        self.salt = salt
+        self.keyed = KeyedEmbeddings(dimension=dimension)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.keyed.embed_documents([f"{self.salt}: {text}" for text in texts])
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+class SaltedModel(UnnamedModel):
+    """A LangChain model with a `model` setting that names its weights."""
+
+    def __init__(self, model: str, dimension: int = 4) -> None:
+        super().__init__(model, dimension)
+        self.model = model
+
+
+def cached(model: Embeddings) -> Embeddings:
+    from langchain_classic.embeddings import CacheBackedEmbeddings
+    from langchain_core.stores import InMemoryByteStore
+
+    return CacheBackedEmbeddings.from_bytes_store(
+        model, InMemoryByteStore(), namespace=str(id(model)), query_embedding_cache=True
+    )
+
+
+async def test_a_caching_wrapper_is_named_by_the_model_it_wraps(open_backend):
+    """`CacheBackedEmbeddings` was recorded by its class name alone, so a second process
+    with another model behind it searched and wrote among the first model's vectors."""
+    assert model_id(cached(SaltedModel("a"))) == "SaltedModel:a"
+    await GraphStore(cached(SaltedModel("a")), open_backend()).aadd_nodes([Node("a", "alpha")])
+    other = GraphStore(cached(SaltedModel("b")), open_backend())
+    message = "embedded with SaltedModel:a, not SaltedModel:b"
+    with pytest.raises(InvalidInputError, match=message):
+        await other.asearch("alpha")
+    with pytest.raises(InvalidInputError, match=message):
+        await other.aadd_nodes([Node("b", "beta")])
+    same = GraphStore(SaltedModel("a"), open_backend())
+    assert [hit.node.id for hit in await same.asearch("alpha", k=1)] == ["a"]
+
+
+async def test_a_model_named_by_its_class_alone_is_checked_by_what_it_embeds(open_backend):
+    """Two instances of one class with no setting that names their weights embed apart; the
+    second was accepted under the first's name."""
+    assert model_id(UnnamedModel("a")) == "UnnamedModel"
+    await GraphStore(UnnamedModel("a"), open_backend()).aadd_nodes([Node("a", "alpha")])
+    other = GraphStore(UnnamedModel("b"), open_backend())
+    message = "embedded by another UnnamedModel than this one"
+    with pytest.raises(InvalidInputError, match=message):
+        await other.asearch("alpha")
+    with pytest.raises(InvalidInputError, match=message):
+        await other.aadd_nodes([Node("b", "beta")])
+    assert [node.id for node in await other.aget(["a", "b"])] == ["a"]
+    again = GraphStore(UnnamedModel("a"), open_backend())
+    assert [hit.node.id for hit in await again.asearch("alpha", k=1)] == ["a"]
+    await again.aadd_nodes([Node("b", "beta")])
+
+
 async def test_a_record_with_no_passages_refuses_no_model(open_backend):
     """A first ingest that failed after its model was recorded leaves a record and no
     passage embedded with that model."""
