@@ -1,8 +1,9 @@
 """Link extractors: turn passages into link tags, one module per kind of link.
 
-Each follows LangChain's `LinkExtractor` protocol (`extract_one`, `extract_many`), so it also
-plugs into `LinkExtractorTransformer`.  The model-backed ones are exported lazily and load
-their libraries (torch, keybert, gliner, jieba, pyahocorasick) only when first used.
+Each follows LangChain's `LinkExtractor` protocol (`extract_one`, `extract_many`), and its
+`as_document_extractor()` plugs into `LinkExtractorTransformer`.  The model-backed ones are
+exported lazily and load their libraries (torch, keybert, gliner, jieba, pyahocorasick)
+only when first used.
 """
 
 from __future__ import annotations

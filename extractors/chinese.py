@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from extractors.base import LinkExtractor
+from extractors.base import TextLinkExtractor
 from extractors.jieba_quiet import quiet_jieba
 from extractors.normalize import normalize_tag
 from graphstore.errors import InvalidInputError
@@ -27,7 +27,7 @@ DEFAULT_KINDS: Mapping[str, str] = {
 """jieba tag → link kind (`nrfg` is the dictionary's tag for full personal names)."""
 
 
-class JiebaEntityLinkExtractor(LinkExtractor[str]):
+class JiebaEntityLinkExtractor(TextLinkExtractor):
     """Links to the names jieba tags in a passage, one kind per tag in `kinds`.
 
     `user_dict` adds words: a list (tagged `nr`, person) or a mapping word → jieba tag

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from extractors.base import LinkExtractor
+from extractors.base import TextLinkExtractor
 from extractors.batching import padded_batches
 from extractors.jieba_quiet import quiet_jieba
 from extractors.normalize import normalize_tag
@@ -67,7 +67,7 @@ def load_gliner(model: str | Path) -> Any:
         raise InvalidInputError(f"cannot load GLiNER from {model} ({where}): {reason}") from None
 
 
-class GlinerLinkExtractor(LinkExtractor[str]):
+class GlinerLinkExtractor(TextLinkExtractor):
     """Links to the entities GLiNER finds for `labels`, kind `f"{kind_prefix}:{label}"`.
 
     `model` is a hub name, a local directory or a loaded `GLiNER`; it loads on first use.

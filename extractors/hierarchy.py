@@ -8,9 +8,14 @@ from a section to its children, sibling links join sections with the same parent
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from extractors.base import LinkExtractor
+from extractors.base import LinkExtractor, document_source
+from graphstore.errors import InvalidInputError
 from graphstore.links import Link
+
+if TYPE_CHECKING:
+    from langchain_core.documents import Document
 
 PARENT = "p:"
 CHILD = "c:"
@@ -32,6 +37,17 @@ class HierarchyLinkExtractor(LinkExtractor[Sequence[str]]):
         self.parent_links = parent_links
         self.child_links = child_links
         self.sibling_links = sibling_links
+
+    def document_input(self, document: Document) -> list[str]:
+        """A `Document`'s section path as `graphstore ingest` writes it: its `source`, then
+        the headings in its `section` metadata."""
+        section = document.metadata.get("section", [])
+        if not isinstance(section, list) or not all(isinstance(name, str) for name in section):
+            raise InvalidInputError(
+                "HierarchyLinkExtractor reads a Document's headings from metadata['section'], "
+                "a list of strings, or as_document_extractor(to_input)"
+            )
+        return [document_source(document, self), *section]
 
     def extract_one(self, input: Sequence[str]) -> set[Link]:
         """The links of the section at path `input`."""

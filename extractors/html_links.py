@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote, urldefrag, urljoin, urlparse, urlsplit, urlunsplit
 
-from extractors.base import LinkExtractor
+from extractors.base import LinkExtractor, document_source
 from graphstore.links import Link
 
 if TYPE_CHECKING:
     from bs4 import BeautifulSoup
+    from langchain_core.documents import Document
 
 WEB_SCHEMES = ("http", "https", "")
 
@@ -91,6 +92,10 @@ class HtmlLinkExtractor(LinkExtractor[HtmlInput]):
     def __init__(self, *, kind: str = "hyperlink", drop_fragments: bool = True) -> None:
         self.kind = kind
         self.drop_fragments = drop_fragments
+
+    def document_input(self, document: Document) -> HtmlInput:
+        """A `Document`'s HTML, read as the page in its `source` metadata."""
+        return HtmlInput(document.page_content, document_source(document, self))
 
     def extract_one(self, input: HtmlInput) -> set[Link]:
         """The hyperlink tags of one passage (BeautifulSoup is imported here, when a page is

@@ -18,7 +18,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from extractors.base import LinkExtractor
+from extractors.base import TextLinkExtractor
 from extractors.jieba_quiet import quiet_jieba
 from extractors.normalize import join_cjk_words, normalize_tag
 from graphstore.errors import InvalidInputError
@@ -68,7 +68,7 @@ def _embeddings_backend(embeddings: Any) -> Any:
     return EmbeddingsBackend()
 
 
-class KeybertLinkExtractor(LinkExtractor[str]):
+class KeybertLinkExtractor(TextLinkExtractor):
     """Links to each passage's `top_n` KeyBERT keywords, normalized with `normalize_tag`.
 
     `model` is a local sentence-transformers directory (default: the bundled MiniLM), a

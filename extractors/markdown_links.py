@@ -21,8 +21,9 @@ import re
 import string
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from extractors.base import LinkExtractor
+from extractors.base import LinkExtractor, document_source
 from extractors.html_links import page_links
 from graphstore.links import Link
 from graphstore.markdown import (
@@ -33,6 +34,9 @@ from graphstore.markdown import (
     link_label,
     prose_lines,
 )
+
+if TYPE_CHECKING:
+    from langchain_core.documents import Document
 
 AUTOLINK = re.compile(rf"<([A-Za-z][A-Za-z0-9+.-]{{1,31}}:[^\s<>]{{0,{MAX_TARGET}}})>")
 ANCHOR = re.compile(
@@ -262,6 +266,10 @@ class MarkdownLinkExtractor(LinkExtractor[MarkdownInput]):
     def __init__(self, *, kind: str = "hyperlink", drop_fragments: bool = True) -> None:
         self.kind = kind
         self.drop_fragments = drop_fragments
+
+    def document_input(self, document: Document) -> MarkdownInput:
+        """A `Document`'s Markdown, read as the page in its `source` metadata."""
+        return MarkdownInput(document.page_content, document_source(document, self))
 
     def extract_one(self, input: MarkdownInput) -> set[Link]:
         """The hyperlink tags of one passage."""

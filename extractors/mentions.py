@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from extractors.base import LinkExtractor
+from extractors.base import TextLinkExtractor
 from extractors.normalize import fold, is_cjk, normalize_tag
 from graphstore.errors import InvalidInputError
 from graphstore.links import Direction, Link
@@ -56,7 +56,7 @@ def _continues_word(char: str) -> bool:
     return char.isalnum() and not is_cjk(char)
 
 
-class MentionLinkExtractor(LinkExtractor[str]):
+class MentionLinkExtractor(TextLinkExtractor):
     """Links to every known name a passage mentions, tagged with the canonical name.
 
     `names` is a list of names, or a mapping from alias to canonical name

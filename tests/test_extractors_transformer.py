@@ -1,8 +1,9 @@
-"""Each text extractor feeds LangChain's `LinkExtractorTransformer` unchanged.
+"""Each extractor feeds LangChain's `LinkExtractorTransformer` through its
+`as_document_extractor()`, as upstream's `HtmlLinkExtractor` does.
 
-`LinkExtractorAdapter(extractor, lambda doc: doc.page_content)` is all it takes: the
-transformer calls `extract_many` once per extractor (with a lazy `map`, not a list), and the
-documents come back carrying exactly the links the extractor gives for their text.
+The transformer calls `extract_many` once per extractor (with a lazy `map`, not a list), and
+the documents come back carrying exactly the links the extractor gives for their text (for
+hyperlinks and section paths: read with the page in their `source` metadata).
 """
 
 from __future__ import annotations
@@ -14,11 +15,17 @@ import pytest
 
 from extractors import (
     GlinerLinkExtractor,
+    HierarchyLinkExtractor,
+    HtmlInput,
+    HtmlLinkExtractor,
     JiebaEntityLinkExtractor,
     KeybertLinkExtractor,
     LinkExtractor,
+    MarkdownInput,
+    MarkdownLinkExtractor,
     MentionLinkExtractor,
 )
+from graphstore.errors import InvalidInputError
 from graphstore.links import as_links
 
 upstream = pytest.importorskip("langchain_community.graph_vectorstores.extractors")
@@ -62,9 +69,7 @@ def tiny_gliner(minilm: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def transformed(extractor: LinkExtractor[str], texts: list[str]) -> list[set[object]]:
     """The links each document carries after the transformer ran `extractor` over them."""
-    transformer = upstream.LinkExtractorTransformer(
-        [upstream.LinkExtractorAdapter(extractor, lambda doc: doc.page_content)]
-    )
+    transformer = upstream.LinkExtractorTransformer([extractor.as_document_extractor()])
     documents = [documents_module.Document(text, metadata={"n": i}) for i, text in enumerate(texts)]
     result = transformer.transform_documents(documents)
     assert [doc.metadata["n"] for doc in result] == list(range(len(texts)))
@@ -109,12 +114,50 @@ def test_extractors_combine_in_one_transformer(minilm, passages):
     keywords = KeybertLinkExtractor(model=minilm)
     mentions = MentionLinkExtractor(TITLES)
     transformer = upstream.LinkExtractorTransformer(
-        [
-            upstream.LinkExtractorAdapter(extractor, lambda doc: doc.page_content)
-            for extractor in (keywords, mentions)
-        ]
+        [extractor.as_document_extractor() for extractor in (keywords, mentions)]
     )
     documents = [documents_module.Document(text) for text in passages]
     result = transformer.transform_documents(documents)
     for doc, text in zip(result, passages, strict=True):
         assert set(doc.metadata["links"]) == keywords.extract_one(text) | mentions.extract_one(text)
+
+
+def test_page_and_section_extractors_read_a_documents_source_and_section():
+    """They read what `graphstore ingest` puts in a passage's metadata; the README said every
+    extractor runs in the transformer, and these raised AttributeError there."""
+    page = "https://example.org/guide/a.html"
+    html = '<p>See <a href="b.html">b</a></p>'
+    markdown = "See [b](b.md)."
+    documents = [
+        documents_module.Document(html, metadata={"source": page}),
+        documents_module.Document(markdown, metadata={"source": page, "section": ["Intro"]}),
+    ]
+    html_links, markdown_links = HtmlLinkExtractor(), MarkdownLinkExtractor()
+    hierarchy = HierarchyLinkExtractor()
+    transformer = upstream.LinkExtractorTransformer(
+        [each.as_document_extractor() for each in (html_links, markdown_links, hierarchy)]
+    )
+    found = [set(doc.metadata["links"]) for doc in transformer.transform_documents(documents)]
+    assert found[0] == (
+        html_links.extract_one(HtmlInput(html, page))
+        | markdown_links.extract_one(MarkdownInput(html, page))
+        | hierarchy.extract_one([page])
+    )
+    assert found[1] == (
+        html_links.extract_one(HtmlInput(markdown, page))
+        | markdown_links.extract_one(MarkdownInput(markdown, page))
+        | hierarchy.extract_one([page, "Intro"])
+    )
+    assert {link.tag for link in found[1]} >= {"https://example.org/guide/b.md", f"p:{page}"}
+
+
+def test_a_document_without_what_an_extractor_reads_is_refused_in_one_line():
+    bare = documents_module.Document("<a href='b.html'>b</a>")
+    with pytest.raises(InvalidInputError, match=r"page URL in metadata\['source'\]"):
+        list(HtmlLinkExtractor().as_document_extractor().extract_many([bare]))
+    odd = documents_module.Document("x", metadata={"source": "a.md", "section": "Intro"})
+    with pytest.raises(InvalidInputError, match=r"metadata\['section'\], a list of strings"):
+        HierarchyLinkExtractor().as_document_extractor().extract_one(odd)
+    by_title = HierarchyLinkExtractor().as_document_extractor(lambda doc: [doc.metadata["title"]])
+    titled = documents_module.Document("x", metadata={"title": "Book"})
+    assert by_title.extract_one(titled) == HierarchyLinkExtractor().extract_one(["Book"])
