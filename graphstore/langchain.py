@@ -39,6 +39,7 @@ from pydantic import ConfigDict
 
 from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import InvalidInputError
+from graphstore.filters import parse_filter
 from graphstore.links import as_links
 from graphstore.nodes import Hit, Node
 from graphstore.storage import Storage
@@ -52,9 +53,11 @@ from graphstore.store import (
     run_sync,
 )
 from graphstore.strategy import (
+    DEFAULT,
     MMR_TRAVERSAL,
     SEARCH_ARGUMENTS,
     STRATEGY_SETTINGS,
+    check_count,
     check_fraction,
     check_options,
 )
@@ -101,6 +104,29 @@ def check_search(search_type: Any, options: Any) -> None:
         check_fraction("score_threshold", options["score_threshold"])
 
 
+def check_search_values(options: Mapping[str, Any]) -> None:
+    """A one-line error for a search option's value out of range (`lambda_mult=2`), for a
+    retriever when it is made: a search checks its own when it runs, and the retriever's
+    were refused only at its first question, in the middle of a chain."""
+    settings = {name: value for name, value in options.items() if name in STRATEGY_SETTINGS}
+    DEFAULT.with_options(**settings).checked(
+        has_initial_roots=options.get("initial_roots") is not None
+    )
+    parse_filter(options.get("filter"))
+
+
+def check_retriever_k(k: Any, search_kwargs: Mapping[str, Any]) -> None:
+    """A one-line error for a retriever's own `k` out of range, or given with another value
+    in `search_kwargs` (the retriever's used to win without a word)."""
+    if k is None:
+        return
+    check_count("k", k)
+    if "k" in search_kwargs and search_kwargs["k"] != k:
+        raise InvalidInputError(
+            f"k is given twice, as k={k} and search_kwargs['k']={search_kwargs['k']}: give one"
+        )
+
+
 def _given_or_new_id(node_id: str | None) -> str:
     """`node_id`, or a new one when None (LangChain's "make an id"); an empty id stays empty
     for `check_node` to refuse: read as None, re-adding the text would duplicate it."""
@@ -122,8 +148,19 @@ FROM_DOCUMENTS_OPTIONS = ("ids", "storage")
 FROM_TEXTS_OPTIONS = ("metadatas", "ids", "storage")
 """What each writing and constructing method takes: any other keyword is refused, as by the
 searches (LangChain's signatures end in `**kwargs`, so a typo was silently dropped).
-`batch_size`, which LangChain's `index()` passes, is taken and has no effect: the store
+`batch_size`, which LangChain's `index()` passes, is checked and has no effect: the store
 writes in batches of its own."""
+
+
+def check_write_options(options: Mapping[str, Any], known: Sequence[str], what: str) -> None:
+    """A one-line error for an option `known` does not hold, or for a `batch_size` that is no
+    positive integer (one that could not have been a batch size was accepted silently)."""
+    check_options(options, known, what)
+    if "batch_size" in options:
+        check_count("batch_size", options["batch_size"], 1, MAX_BATCH_SIZE)
+
+
+MAX_BATCH_SIZE = 1_000_000_000
 
 
 PROVENANCE_KEYS = frozenset(
@@ -198,7 +235,7 @@ class GraphStoreVectorStore(GraphVectorStore):
     ) -> list[str]:
         """Add documents; `ids=` (or each `Document.id`) names them, else (None) ids are
         generated; an empty id is refused, as `GraphStore.add_nodes` refuses it."""
-        check_options(kwargs, ADD_DOCUMENTS_OPTIONS, "add_documents option")
+        check_write_options(kwargs, ADD_DOCUMENTS_OPTIONS, "add_documents option")
         return await self.store.aadd_nodes(self._nodes(documents, ids))
 
     def add_documents(
@@ -221,7 +258,7 @@ class GraphStoreVectorStore(GraphVectorStore):
     ) -> list[str]:
         """Add texts with optional metadata (links in `metadata["links"]`) and ids (see
         `aadd_documents`)."""
-        check_options(kwargs, ADD_TEXTS_OPTIONS, "add_texts option")
+        check_write_options(kwargs, ADD_TEXTS_OPTIONS, "add_texts option")
         return await self.aadd_documents(self._documents(texts, metadatas), ids=ids)
 
     def add_texts(
@@ -471,7 +508,10 @@ class GraphStoreVectorStore(GraphVectorStore):
         the embeddings for tracing, as LangChain's own retrievers' do."""
         settings = set(GraphStoreRetriever.model_fields) - {"vectorstore"}
         check_options(kwargs, settings, "retriever setting")
-        check_search(kwargs.get("search_type", "graph"), kwargs.get("search_kwargs", {}))
+        search_kwargs = kwargs.get("search_kwargs", {})
+        check_search(kwargs.get("search_type", "graph"), search_kwargs)
+        check_search_values(search_kwargs)
+        check_retriever_k(kwargs.get("k"), search_kwargs)
         tags = [*(kwargs.pop("tags", None) or []), *self._get_retriever_tags()]
         return GraphStoreRetriever(vectorstore=self, tags=tags, **kwargs)
 
@@ -578,11 +618,17 @@ class GraphStoreRetriever(GraphVectorStoreRetriever):
     """A setting the retriever does not have is refused, not dropped."""
 
     k: int | None = None
-    """Number of documents to return; overrides `search_kwargs["k"]` when set."""
+    """Number of documents to return, as `search_kwargs["k"]`; giving both with two values is
+    refused (the retriever's used to win without a word)."""
 
     allowed_search_types: ClassVar[Sequence[str]] = SEARCH_TYPES
     search_type: str = "graph"
     """`graph` (the default graph search), or any of LangChain's graph store search types."""
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Refuse a `k` out of range, or given twice with two values (`check_retriever_k`)."""
+        super().model_post_init(context)
+        check_retriever_k(self.k, self.search_kwargs)
 
     def _search_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         merged = dict(self.search_kwargs)

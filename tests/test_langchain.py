@@ -521,6 +521,57 @@ def test_a_retriever_refuses_an_option_its_search_does_not_take_when_it_is_made(
         vectorstore.search("alpha", search_type, kk=2, **needed)
 
 
+@pytest.mark.parametrize(
+    ("search_type", "options", "message"),
+    [
+        ("graph", {"lambda_mult": 2}, "lambda_mult must be between 0 and 1, got 2.0"),
+        ("mmr_traversal", {"depth": -1}, "depth must be between 0 and 10, got -1"),
+        ("traversal", {"adjacent_k": 0}, "adjacent_k must be between 1 and 1000, got 0"),
+        ("mmr", {"fetch_k": "20"}, "fetch_k must be an integer, not str"),
+        ("similarity", {"k": 0}, "k must be between 1 and 1000, got 0"),
+        ("similarity", {"filter": 3}, "filter must be a dict, not int"),
+    ],
+)
+def test_a_retriever_refuses_an_option_value_its_search_cannot_run_with_when_it_is_made(
+    vectorstore, search_type, options, message
+):
+    """Such a value was refused only at the retriever's first question."""
+    with pytest.raises(InvalidInputError) as error:
+        vectorstore.as_retriever(search_type=search_type, search_kwargs=options)
+    assert str(error.value) == message
+
+
+def test_a_retriever_refuses_k_given_twice_with_two_values(vectorstore):
+    """`as_retriever(k=1, search_kwargs={"k": 3})` returned one document, without a word."""
+    with pytest.raises(InvalidInputError) as error:
+        vectorstore.as_retriever(k=1, search_kwargs={"k": 3})
+    assert str(error.value) == "k is given twice, as k=1 and search_kwargs['k']=3: give one"
+    with pytest.raises(InvalidInputError, match=r"^k must be between 1 and 1000, got 0$"):
+        vectorstore.as_retriever(k=0)
+    vectorstore.add_texts(["alpha", "beta", "gamma"], ids=["a", "b", "c"])
+    assert len(vectorstore.as_retriever(k=2, search_kwargs={"k": 2}).invoke("alpha")) == 2
+
+
+async def test_a_batch_size_that_is_no_positive_integer_is_refused_writing_nothing(vectorstore):
+    """`batch_size` (passed by LangChain's `index()`) has no effect, but one of 0, -5 or
+    "abc" was accepted without a word."""
+    for bad, message in [
+        (0, "batch_size must be between 1 and 1000000000, got 0"),
+        (-5, "batch_size must be between 1 and 1000000000, got -5"),
+        ("abc", "batch_size must be an integer, not str"),
+    ]:
+        with pytest.raises(InvalidInputError) as error:
+            vectorstore.add_texts(["alpha"], ids=["a"], batch_size=bad)
+        assert str(error.value) == message
+        with pytest.raises(InvalidInputError) as error:
+            vectorstore.add_documents([Document("alpha", id="a")], batch_size=bad)
+        assert str(error.value) == message
+        with pytest.raises(InvalidInputError):
+            await vectorstore.aadd_texts(["alpha"], ids=["a"], batch_size=bad)
+    assert vectorstore.store.stats().nodes == 0
+    assert vectorstore.add_texts(["alpha"], ids=["a"], batch_size=100) == ["a"]
+
+
 def test_texts_ids_and_metadatas_of_the_wrong_type_are_refused_writing_nothing(vectorstore):
     """A single string of ids or texts was split into characters (`ids="ab"` named two
     documents "a" and "b", `add_texts("hello")` added five); a None text or metadata raised pydantic's multi-line validation error."""
