@@ -480,16 +480,17 @@ class EmbeddedStorage(Storage):
         if not self._reading:
             self._refresh()
 
-    def _check_file(
-        self, action: str = "reading", why: str = "what it holds is gone or another store's"
-    ) -> None:
-        """Refuse `action` (`why`: what it would do) when the path no longer names the file
-        opened: a long-running process (`graphstore mcp`) kept reading a store file deleted
-        or replaced by a new ingest, answering from what was gone."""
+    def _check_file(self) -> None:
+        """Refuse any read or write when the path no longer names the file opened: a
+        long-running process (`graphstore mcp`) kept reading a store file deleted or replaced
+        by a new ingest, answering from what was gone, and writing where no one would read.
+        One message for both: a write reads the store's model record first, and was told
+        "reading … failed"."""
         if self._file is not None and file_identity(self.local_files[0]) != self._file:
             raise StorageError(
-                f"{action} {self.path} failed: the file was deleted or replaced since this "
-                f"store opened it, so {why}; open the store again"
+                f"{self.path} was deleted or replaced since this store opened it: what it "
+                "holds is gone or another store's, and a write would go to a file no one "
+                "reads; open the store again"
             )
 
     def _refresh(self) -> None:
@@ -578,7 +579,7 @@ class EmbeddedStorage(Storage):
                 f"{action} {self.path} failed: it is open read-only "
                 "(the file or its folder is not writable)"
             )
-        self._check_file(action, "a write would go to a file no one can open")
+        self._check_file()
         with self._failures(action), self._transaction("BEGIN IMMEDIATE"):
             self._refresh()
             seq = self._seq + 1

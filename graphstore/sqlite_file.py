@@ -130,6 +130,8 @@ def open_file(path: str, timeout: float, *, create: bool = True) -> OpenedFile:
             # may hold a part of it that `redact` no longer recognises.
             folder = str(file.parent) if shown == path else "its folder"
             raise StoreOpenError(f"cannot create {shown}: {folder} does not exist")
+        if not create and missing(file):  # connecting would leave an empty file behind
+            raise StoreOpenError(f"no store at {shown}")
         read_only = file.exists() and not writable(file)
     try:
         if read_only:
@@ -154,6 +156,18 @@ def open_file(path: str, timeout: float, *, create: bool = True) -> OpenedFile:
     except sqlite3.Error as error:
         raise StoreOpenError(f"cannot open {shown}: {cause(error, timeout)}") from error
     return OpenedFile(db, read_only, has_change_log)
+
+
+def missing(file: Path) -> bool:
+    """Whether `file` is not there: `Path.exists` is false for a file behind a folder this
+    user may not enter too, which is not missing (SQLite then says why it cannot open it)."""
+    try:
+        file.stat()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def lenient_text(data: bytes) -> str:

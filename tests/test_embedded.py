@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from graphstore.filters import EVERYTHING
 from graphstore.links import Link
 from graphstore.nodes import Node, StoredNode, unit
 from graphstore.store import GraphStore, run_sync
+from graphstore.testing.embeddings import KeyedEmbeddings
 from graphstore.traversal import TraversalStats
 
 EARLIER_TAGS_TABLE = """
@@ -235,6 +237,9 @@ def test_a_graph_search_checks_for_other_connections_writes_once(tmp_path: Path)
     run_sync(storage.close())
 
 
+REPLACED = r"\bs\.db was deleted or replaced since this store opened it"
+
+
 async def test_a_write_to_a_store_file_deleted_or_replaced_since_it_opened_is_refused(
     tmp_path: Path,
 ):
@@ -245,14 +250,17 @@ async def test_a_write_to_a_store_file_deleted_or_replaced_since_it_opened_is_re
     await storage.upsert([stored("a")])
     for name in ("s.db", "s.db-wal", "s.db-shm"):
         (tmp_path / name).unlink(missing_ok=True)
-    with pytest.raises(StorageError, match="the file was deleted or replaced since this store"):
+    with pytest.raises(StorageError, match=REPLACED):
         await storage.upsert([stored("b")])
-    with pytest.raises(StorageError, match="the file was deleted or replaced since this store"):
+    with pytest.raises(StorageError, match=REPLACED):
         await storage.delete(["a"])
     replacement = EmbeddedStorage(path)  # another store made at the same path
     await replacement.upsert([stored("c")])
-    with pytest.raises(StorageError, match="the file was deleted or replaced since this store"):
+    with pytest.raises(StorageError, match=REPLACED):
         await storage.upsert([stored("b")])
+    with pytest.raises(StorageError) as error:  # it reads the model record first
+        await GraphStore(KeyedEmbeddings(dimension=2), storage).aadd_nodes([Node("b", "beta")])
+    assert re.search(REPLACED, str(error.value))  # said "reading s.db failed"
     await storage.close()
     assert await replacement.node_ids() == ["c"]
     await replacement.close()
@@ -283,9 +291,25 @@ async def test_a_read_of_a_store_file_deleted_or_replaced_since_it_opened_is_ref
         with pytest.raises(StorageError) as error:
             await read
         assert str(error.value) == (
-            "reading s.db failed: the file was deleted or replaced since this store opened "
-            "it, so what it holds is gone or another store's; open the store again"
+            "s.db was deleted or replaced since this store opened it: what it holds is gone "
+            "or another store's, and a write would go to a file no one reads; open the store "
+            "again"
         )
     await storage.close()
     assert await replacement.node_ids() == ["c"]
     await replacement.close()
+
+
+def test_opening_a_missing_file_without_creating_refuses_and_leaves_no_file(tmp_path: Path):
+    """`EmbeddedStorage(path, create=False)` left an empty file behind, which the next open
+    with the default `create=True` made a store of, and called it "an SQLite file"."""
+    path = tmp_path / "nope.db"
+    with pytest.raises(StoreOpenError) as error:
+        EmbeddedStorage(path, create=False)
+    assert str(error.value) == f"no store at {path}"
+    assert not path.exists()
+    sqlite3.connect(path).close()  # an SQLite file, empty: not a store either
+    with pytest.raises(StoreOpenError, match=r"an SQLite file without one$"):
+        EmbeddedStorage(path, create=False)
+    run_sync(EmbeddedStorage(path).close())
+    run_sync(EmbeddedStorage(path, create=False).close())
