@@ -10,7 +10,8 @@ Operators `$eq $ne $in $nin $lt $lte $gt $gte`; `$and` and `$or` take a non-empt
 filters.  The meaning (`matches` is the reference every backend is tested against):
 
 - A key's values are the filter pairs of `graphstore.metadata`: the value under the key, or
-  each element of a list under it; a dotted key reaches into nested dicts.
+  each element of a list under it; a dotted key reaches into nested dicts, those in a list
+  too (as MongoDB's does).
 - `$eq`: one of the key's values equals the operand.  Numbers compare by value (2 equals
   2.0), a bool is not a number (True is not 1), a number never equals a string (27 is not
   "27"), and a dict operand equals a dict value with the same content.

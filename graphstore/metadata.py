@@ -108,18 +108,18 @@ def filter_pairs(metadata: Mapping[str, Any], prefix: str = "") -> Iterator[tupl
     """The `(key, value)` pairs a filter sees, values canonical.
 
     Scalars and list elements (scalars or dicts) under their key; a nested dict both as a
-    whole and, recursively, under dotted keys (`{"nested": {"a": 5}}` has `nested.a = 5`).
+    whole and, recursively, under dotted keys (`{"nested": {"a": 5}}` has `nested.a = 5`),
+    a dict in a list too, as MongoDB reads a list of documents (`{"tags": [{"a": 5}]}` has
+    `tags.a = 5`).
     """
     for key, value in metadata.items():
         path = prefix + key
-        if isinstance(value, (*SCALARS, Mapping)):
-            yield path, canonical(value)
-        if isinstance(value, Mapping):
-            yield from filter_pairs(value, path + ".")
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                if isinstance(item, (*SCALARS, Mapping)):
-                    yield path, canonical(item)
+        items = value if isinstance(value, (list, tuple)) else (value,)
+        for item in items:
+            if isinstance(item, (*SCALARS, Mapping)):
+                yield path, canonical(item)
+            if isinstance(item, Mapping):
+                yield from filter_pairs(item, path + ".")
 
 
 def filter_terms(metadata: Mapping[str, Any]) -> frozenset[str]:

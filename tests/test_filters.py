@@ -378,6 +378,29 @@ async def test_a_number_in_a_list_in_a_dict_equals_it_written_either_way(backend
         assert sorted(hit.node.id for hit in hits) == ["float", "int"]
 
 
+async def test_a_dotted_key_reaches_into_the_dicts_of_a_list(backend: Storage):
+    """As MongoDB reads a list of documents: `{"tags.a": 5}` found nothing in
+    `"tags": [{"a": 5, "b": 7}, …]`, where the README says dotted keys reach into dicts."""
+    store = GraphStore(None, backend)
+    await store.aadd_nodes(
+        [
+            Node("one", "t", {"tags": [{"a": 5, "b": 7}, {"a": 9, "c": {"d": "x"}}]}),
+            Node("two", "t", {"tags": [{"a": 6}], "a": 5}),
+        ],
+        vectors=[[1.0, 0.0], [1.0, 0.1]],
+    )
+    for raw, expected in [
+        ({"tags.a": 5}, ["one"]),
+        ({"tags.a": {"$gt": 8}}, ["one"]),
+        ({"tags.a": {"$lt": 7}}, ["one", "two"]),
+        ({"tags.c.d": "x"}, ["one"]),
+        ({"tags.a": {"$nin": [5, 9]}}, ["two"]),
+        ({"tags": {"a": 6}}, ["two"]),
+    ]:
+        hits = await store.asimilarity_search([1.0, 0.0], k=5, filter=raw)
+        assert sorted(hit.node.id for hit in hits) == expected, raw
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
