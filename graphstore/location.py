@@ -173,6 +173,17 @@ def _check_reachable(location: str, shown: str) -> None:
         return
 
 
+def _reads_empty(path: str) -> bool:
+    """Whether the file at `path` holds nothing: read, since a kernel file (`/proc/version`)
+    has a size of 0 and text all the same (it was called "an empty file", and SQLite takes
+    it for an empty database)."""
+    try:
+        with open(path, "rb") as file:
+            return not file.read(1)
+    except OSError:  # unreadable: SQLite says why
+        return False
+
+
 def _names_a_folder(path: str) -> bool:
     """Whether `path` ends in a separator, `.` or `..` (`e9.db/`, `e9.db/.`): `Path()` and
     SQLite drop such an ending and open `e9.db`, while `exists()` calls it missing, so a
@@ -211,8 +222,11 @@ def open_storage(location: str, *, create: bool = True) -> Storage:
         target = None if missing else redact(os.readlink(location))
         told = "" if target is None else f" (it is a link to {target}, which does not exist)"
         raise StoreOpenError(f"no store at {shown}{told}{hint}")
-    if not create and os.path.isfile(location) and os.path.getsize(location) == 0:
-        raise StoreOpenError(f"{shown} is an empty file, not a store")  # SQLite would make one
+    if os.path.isfile(location) and os.path.getsize(location) == 0:
+        if not _reads_empty(location):  # SQLite takes a file of size 0 for an empty database
+            raise StoreOpenError(f"{shown} is not a graphstore file")
+        if not create:
+            raise StoreOpenError(f"{shown} is an empty file, not a store")  # SQLite makes one
     try:
         return EmbeddedStorage(location, create=create)
     except StoreOpenError as error:

@@ -1178,6 +1178,19 @@ def test_a_read_command_leaves_an_empty_file_alone(tmp_path, capsys, command):
     assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]
 
 
+@pytest.mark.skipif(not Path("/proc/version").is_file(), reason="a Linux kernel file")
+@pytest.mark.parametrize("command", [["stats"], ["search", "x"], ["ingest", "doc.txt"]])
+def test_a_kernel_file_whose_size_reads_0_is_not_called_empty(
+    tmp_path, capsys, monkeypatch, command
+):
+    """`/proc/version` has a size of 0 and text all the same: it was called "an empty file",
+    and SQLite took it for an empty database."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "doc.txt").write_text("Some words.\n")
+    status, _, err = cli(capsys, "--store", "/proc/version", *command)
+    one_line_error(status, err, "/proc/version is not a graphstore file")
+
+
 def test_an_empty_store_option_or_variable_is_an_error_not_the_default_store(
     tmp_path, capsys, monkeypatch
 ):
