@@ -667,7 +667,7 @@ async def _stored_id(store: GraphStore, node_id: str, shown: str) -> str:
     """The id of the stored node `node_id` names, or a one-line error; `card:Hero` names the
     card stored as `card:hero`.  A row that cannot be read is still there: `delete --id`
     removes it."""
-    names = [node_id]
+    names = [node_id, *_unquoted(node_id)]
     if node_id.startswith(f"{CARD}:"):
         names.append(card_id(node_id.removeprefix(f"{CARD}:")))
     for name in names:
@@ -676,14 +676,33 @@ async def _stored_id(store: GraphStore, node_id: str, shown: str) -> str:
                 return name
         except CorruptRowError:
             return name
-    raise InvalidInputError(f"no passage with id {node_id!r} in {shown}")
+    raise InvalidInputError(f"no passage with id {_quoted_id(node_id)} in {shown}")
+
+
+def _quoted_id(node_id: str) -> str:
+    """An id as an error names it: in quotes, JSON's when it does not print on one line (a
+    repr doubled the backslash of `a\\u001bb#0`, which then read as another id)."""
+    return f"'{node_id}'" if node_id.isprintable() else inline(node_id)
+
+
+def _unquoted(node_id: str) -> list[str]:
+    """The id `node_id` spells as a search prints an id that does not print on one line:
+    JSON-quoted, `"a\\u001bb.txt#0"`, or pasted without its quotes (it was not found)."""
+    quoted = len(node_id) > 1 and node_id[0] == node_id[-1] == '"'
+    if not quoted and "\\" not in node_id:
+        return []
+    try:
+        value = json.loads(node_id if quoted else f'"{node_id}"')
+    except ValueError:  # `\xNN` is no JSON escape: such an id is stored as spelt
+        return []
+    return [value] if isinstance(value, str) and value != node_id else []
 
 
 async def _stored_node(store: GraphStore, node_id: str, shown: str) -> Node:
     """The stored node `node_id` names (`_stored_id`), or a one-line error."""
     nodes = await store.aget([await _stored_id(store, node_id, shown)])
     if not nodes:  # removed since
-        raise InvalidInputError(f"no passage with id {node_id!r} in {shown}")
+        raise InvalidInputError(f"no passage with id {_quoted_id(node_id)} in {shown}")
     return nodes[0]
 
 

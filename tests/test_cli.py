@@ -115,6 +115,26 @@ def test_an_id_with_a_newline_is_printed_on_one_line(tmp_path, capsys):
     ]
 
 
+def test_an_id_printed_quoted_is_found_as_printed(tmp_path, capsys):
+    """A search prints an id that does not print on one line JSON-quoted; pasted back, with
+    its quotes or without, `show` and `delete --id` did not find it."""
+    store = tmp_path / "s.db"
+    graph = GraphStore(load_embeddings("minilm"), EmbeddedStorage(store))
+    graph.add_nodes([Node("a\x1bb#0", "a red lighthouse"), Node("c\\u0041#0", "a blue lighthouse")])
+    graph.close()
+    for printed in ['"a\\u001bb#0"', "a\\u001bb#0"]:
+        assert main(["--store", str(store), "show", printed]) == 0
+        assert capsys.readouterr().out.startswith('id: "a\\u001bb#0"\n')
+    assert main(["--store", str(store), "show", "c\\u0041#0"]) == 0  # an id spelt so is kept
+    assert capsys.readouterr().out.startswith("id: c\\u0041#0\n")
+    assert main(["--store", str(store), "show", "a\\u001bc#0"]) == 2
+    assert capsys.readouterr().err == (
+        f"graphstore: error: no passage with id 'a\\u001bc#0' in {store}\n"
+    )
+    assert main(["--store", str(store), "delete", "--id", "a\\u001bb#0"]) == 0
+    assert capsys.readouterr().out.startswith("removed 1 passage")
+
+
 INTERRUPTIBLE = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
 """Run first in a child that a test stops with Ctrl-C: a test run started in the background
 (`cmd &` in a script) has SIGINT ignored, which children inherit, and a Python started so
