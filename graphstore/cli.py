@@ -34,7 +34,13 @@ from graphstore.errors import (
     one_line,
 )
 from graphstore.filter_expressions import filter_of
-from graphstore.ingest import PassageLinker, hierarchy_linker, hyperlink_linker, text_linker
+from graphstore.ingest import (
+    PassageLinker,
+    hierarchy_linker,
+    hyperlink_linker,
+    text_linker,
+    title_linker,
+)
 from graphstore.inline import escaped, inline, printed_whole, snippet
 from graphstore.link_cache import LinkCache, cache_path
 from graphstore.links import TagKey
@@ -62,6 +68,7 @@ LINK_CHOICES = (
     "keywords",
     "entities",
     "mentions",
+    "titles",
     "zh-keywords",
     "zh-entities",
 )
@@ -371,9 +378,15 @@ def _names(path: Path | None) -> dict[str, str]:
     return names
 
 
+def _link_names(args: argparse.Namespace) -> list[str]:
+    """The items of `--links`, as given (an empty one included)."""
+    return [name.strip() for name in args.links.split(",")]
+
+
 def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
-    """The linkers named by `--links`, configured from the other ingest options."""
-    items = [name.strip() for name in args.links.split(",")]
+    """The linkers named by `--links`, configured from the other ingest options (but
+    `titles`, which the ingest makes once it knows the pages: `ingest.title_linker`)."""
+    items = _link_names(args)
     names = [name for name in items if name]
     for option, users in (
         ("entity_labels", {"entities"}),
@@ -430,6 +443,8 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
             labels = [label.strip() for label in given.split(",") if label.strip()]
             extractor = extractors.GlinerLinkExtractor(labels, model=args.gliner_model)
             linkers.append(text_linker(extractor, cache))
+        elif name == "titles":  # made by the ingest once it knows the pages' titles
+            continue
         elif name == "mentions":
             # A names file lists things no passage defines (characters, places): passages
             # that mention the same name link to each other.
@@ -754,6 +769,7 @@ async def _ingest(
         args.paths,
         args.cards,
         linkers=linkers,
+        page_linkers=[title_linker] if "titles" in _link_names(args) else [],
         tag_filter=_tag_filter(args.max_tag_df),
         max_chars=args.max_chars,
         root=args.root,

@@ -58,6 +58,7 @@ from graphstore.splitting import (
     FileVersion,
     Passage,
     file_version,
+    passage_source,
     path_text,
     recorded_file,
     scan_folder,
@@ -67,6 +68,9 @@ from graphstore.store import GraphStore, check_node
 
 PassageLinker = Callable[[Sequence[Passage]], list[set[Link]]]
 """Links for a batch of passages, one set per passage."""
+PageLinker = Callable[[Collection[str]], PassageLinker]
+"""A linker made once an ingest knows the titles of the store's pages (`page_title` of
+each file it reads and of each source stored before)."""
 
 BATCH_SIZE = 256
 """Passages linked, embedded and written together: the unit of an ingest's memory."""
@@ -240,6 +244,50 @@ def text_linker(extractor: LinkExtractor[str], cache: LinkCache | None = None) -
     return link
 
 
+def page_title(source: str) -> str:
+    """The title of the page a passage comes from: its file's name without the suffix
+    (`wiki/Jamie Foxx.txt` is the page *Jamie Foxx*)."""
+    return Path(source).stem
+
+
+def page_titles(files: Iterable[tuple[Path, str]], stored: Mapping[str, str]) -> set[str]:
+    """The titles of the pages an ingest reads (`files`, as (path, source)) and of those
+    stored before (`stored`, id -> file) whose file is still there."""
+    kept = (passage_source(node_id) for node_id, file in stored.items() if os.path.exists(file))
+    sources = [*(source for _, source in files), *kept]
+    return {page_title(source) for source in sources if source}
+
+
+def title_linker(titles: Collection[str]) -> PassageLinker:
+    """Title mentions, as in the benchmarks' dev sets: a passage links out to each page
+    whose title it names (or the unambiguous name a qualified title carries,
+    `title_aliases`: "Billy Murray" for *Billy Murray (singer)*), and every passage of a
+    page links in on its title, so the page alone is cited (a whole share of relevance),
+    where `mentions` links all passages naming a name to each other."""
+    from extractors.mentions import MentionLinkExtractor, title_aliases
+    from extractors.normalize import normalize_tag
+
+    names = title_aliases(sorted(titles))
+    usable = {alias: title for alias, title in names.items() if normalize_tag(title)}
+    if not usable:  # no title has a letter to match (`!!!.txt`)
+        return lambda passages: [set() for _ in passages]
+    extractor = MentionLinkExtractor(usable)
+
+    def link(passages: Sequence[Passage]) -> list[set[Link]]:
+        found = []
+        for passage in passages:
+            own = page_title(passage.source)
+            titled = normalize_tag(own) != ""
+            found.append(
+                extractor.extract_titled(passage.text, own)
+                if titled
+                else extractor.extract_one(passage.text)
+            )
+        return found
+
+    return link
+
+
 def to_node(passage: Passage, links: set[Link]) -> Node:
     """A passage as a node: source, section path, chapter number and position become
     metadata."""
@@ -330,6 +378,7 @@ async def ingest(
     on_plan: Callable[[int], None] | None = None,
     on_batch: Callable[[int], None] | None = None,
     card_files: Collection[str] = (),
+    page_linkers: Sequence[PageLinker] = (),
 ) -> IngestReport:
     """Split, link, embed and store the files under `paths` (but `card_files`, read as
     cards by `graphstore.card_store`: a card folder inside a story folder is not story, and
@@ -342,13 +391,17 @@ async def ingest(
     stored before with the same text keeps its embedding (`reuse_embeddings`): ingesting a
     folder again embeds only what changed.  Sources are named relative to `root` (default:
     the current directory); a passage id already stored from another file that still exists
-    is refused before anything is written (`check_ids_free`).
+    is refused before anything is written (`check_ids_free`).  `page_linkers` are made
+    into linkers with the titles of the pages this ingest reads and of those stored before.
     """
     found = discover(paths, root, store.storage.local_files, card_files)
     stored = await stored_files(store)
     before = recorded_within(stored, scopes_of(paths))
     check_found(paths, found, before, [recorded_file(Path(file)) for file in card_files])
     files, skipped = found
+    if page_linkers:
+        titles = page_titles(files, stored)
+        linkers = [*linkers, *(make(titles) for make in page_linkers)]
     texts, cards = [path for path, _ in files], [Path(file) for file in card_files]
     read = [*texts, *cards]  # a card file is no text: what was stored from it as text is stale
     versions = {path: file_version(path) for path in read}

@@ -20,7 +20,7 @@ from graphstore.embedded import EmbeddedStorage
 from graphstore.embeddings import load_embeddings
 from graphstore.links import Link
 from graphstore.nodes import Node
-from graphstore.store import GraphStore
+from graphstore.store import GraphStore, run_sync
 from graphstore.testing.imports import imported_by
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "python-tutorial" / "pages"
@@ -513,6 +513,73 @@ def test_foreign_file_is_refused(tmp_path, capsys):
     assert main(["--store", str(store), "stats"]) == 2
     assert "is not a graphstore file" in capsys.readouterr().err
     assert store.read_text().startswith("not a database")
+
+
+def _links_of(store: Path) -> dict[str, set[Link]]:
+    """Each stored page's links, by page title (the union over its passages)."""
+    graph = GraphStore(None, EmbeddedStorage(store))
+    links: dict[str, set[Link]] = {}
+    for node in graph.get(run_sync(graph.anode_ids())):
+        links.setdefault(Path(node.id.rpartition("#")[0]).stem, set()).update(node.links)
+    graph.close()
+    return links
+
+
+def test_title_links_cite_the_page_a_passage_names(tmp_path, capsys):
+    """`--links mentions --names` links every passage naming a name to each other, so a page
+    named by three passages took a third of its citer's relevance; `titles` makes the
+    benchmarks' title-mention links from the command line: the page named is cited alone."""
+    wiki = tmp_path / "wiki"
+    wiki.mkdir()
+    pages = {
+        "Jamie Foxx": "Jamie Foxx is an American actor. He won the Academy Award for Ray.",
+        "You Changed Me": '"You Changed Me" is a song by Jamie Foxx featuring Chris Brown.',
+        "Chris Brown": "Chris Brown is an American singer, who sang with Jamie Foxx.",
+        "Billy Murray (singer)": "Billy Murray was an American singer.",
+        "Record": "A record sung by Billy Murray, and one by Jamie Foxx.",
+    }
+    for title, text in pages.items():
+        (wiki / f"{title}.txt").write_text(text + "\n")
+    store = tmp_path / "t.db"
+    assert main(["--store", str(store), "ingest", str(wiki), "--links", "titles"]) == 0
+    links = _links_of(store)
+    assert links["You Changed Me"] == {
+        Link.incoming("mention", "you changed me"),
+        Link.outgoing("mention", "jamie foxx"),
+        Link.outgoing("mention", "chris brown"),
+    }
+    assert links["Jamie Foxx"] == {Link.incoming("mention", "jamie foxx")}  # not to itself
+    assert Link.outgoing("mention", "billy murray (singer)") in links["Record"]  # an alias
+    capsys.readouterr()
+    question = "Which award did the performer of the song You Changed Me win?"
+    assert main(["--store", str(store), "search", question, "-k", "2", "--json"]) == 0
+    found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert found[1]["id"].endswith("Jamie Foxx.txt#0")
+    assert found[1]["raised_by"] == [["mention", "jamie foxx"]]
+    (wiki / "Chris Brown.txt").unlink()  # a page gone: the ingest again cites it no more
+    assert main(["--store", str(store), "ingest", str(wiki), "--links", "titles"]) == 0
+    assert Link.outgoing("mention", "chris brown") not in _links_of(store)["You Changed Me"]
+
+
+def test_title_links_are_the_benchmarks_title_mentions(tmp_path, capsys):
+    """The README's recall figures are measured with `benchmarks.data.mention_links`; a
+    folder of one file per page ingested with `--links titles` gets the same links."""
+    from benchmarks import data
+
+    corpus = data.HOTPOT / "hotpotqa_train_corpus.json"
+    if not corpus.is_file():
+        pytest.skip(f"{corpus} is missing")
+    fit = [p for p in data.hotpot_passages() if "/" not in p.title and p.title[:1] != "."]
+    passages = fit[:300]
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    for passage in passages:
+        (pages / f"{passage.title}.txt").write_text(passage.text + "\n")
+    store = tmp_path / "p.db"
+    ingest = ["ingest", str(pages), "--links", "titles", "--max-chars", "100000"]
+    assert main(["--store", str(store), *ingest]) == 0, capsys.readouterr().err
+    expected = dict(zip([p.title for p in passages], data.mention_links(passages), strict=True))
+    assert _links_of(store) == {title: set(links) for title, links in expected.items()}
 
 
 def test_an_alias_naming_two_entities_in_a_names_file_is_refused(tmp_path, capsys):
