@@ -41,7 +41,7 @@ from graphstore.file_identity import file_identities, file_identity
 from graphstore.link_cache import LinkCache, extract_with_cache
 from graphstore.links import Link, bounded
 from graphstore.markdown import MarkdownMarkup
-from graphstore.nodes import Node
+from graphstore.nodes import SUFFIXES, Node, passage_source
 from graphstore.recorded_files import (
     check_ids_free,
     file_scopes,
@@ -54,11 +54,9 @@ from graphstore.recorded_files import (
 from graphstore.splitting import (
     FILE,
     MAX_CHARS,
-    SUFFIXES,
     FileVersion,
     Passage,
     file_version,
-    passage_source,
     path_text,
     recorded_file,
     scan_folder,

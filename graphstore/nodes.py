@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -10,6 +11,35 @@ import numpy as np
 from numpy.typing import NDArray
 
 from graphstore.links import Link, TagKey
+
+SUFFIXES = {
+    ".txt": "text",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".html": "html",
+    ".htm": "html",
+}
+"""The files an ingest reads, by suffix, and their format."""
+
+
+def passage_source(node_id: str) -> str | None:
+    """The source of a passage id made by the splitters (`source#position`), else None."""
+    source, mark, position = node_id.rpartition("#")
+    if (
+        mark
+        and position.isascii()
+        and position.isdigit()
+        and os.path.splitext(source)[1].lower() in SUFFIXES
+    ):
+        return source
+    return None
+
+
+def page_of(node_id: str) -> str:
+    """The page a passage belongs to: the file of an ingested passage (`source#position`);
+    any other node is a page of its own."""
+    return passage_source(node_id) or node_id
+
 
 Vector = NDArray[np.float32]
 """A unit-length float32 embedding: cosine similarity is a dot product."""

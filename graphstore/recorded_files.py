@@ -17,7 +17,8 @@ from pathlib import Path
 
 from graphstore.errors import InvalidInputError
 from graphstore.file_identity import file_identity
-from graphstore.splitting import FILE, passage_source, recorded_file, text_path
+from graphstore.nodes import passage_source
+from graphstore.splitting import FILE, recorded_file, text_path
 from graphstore.store import GraphStore
 
 

@@ -6,7 +6,8 @@ multi-hop question is exactly the one that is *not* similar to the question, so 
 by its own cosine alone (as plain MMR traversal does) ranks it below near-copies of the
 first.  Here a linked passage inherits its parent's relevance in proportion to how specific
 the tag is: a tag carried by one passage (a title mention) passes all of it, a tag on
-a large share of the store (a common keyword) passes little.  Its own similarity fills the
+a large share of the store (a common keyword) passes little, and a citation of a page split
+into passages counts the page once (`page_leads`).  Its own similarity fills the
 rest, and relevance never drops below that similarity, so a link can only raise a passage.
 Each hop after the first from a root passes on less (`hop_share`; the traversal counts the
 hops a passage's relevance travelled, so a root that a link raised passes on what it
@@ -19,9 +20,10 @@ no relevance.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from graphstore.links import TagKey
+from graphstore.nodes import TagHit, page_of
 
 STRUCTURAL_KINDS = frozenset({"hierarchy"})
 """Link kinds that say where a passage sits, not what it says: a hop over one brings a
@@ -46,6 +48,28 @@ def tag_weight(tag_size: int) -> float:
     keyword links are added (benchmarks/README.md).
     """
     return 1.0 / max(tag_size, 1)
+
+
+def page_leads(tag: TagKey, hits: Sequence[TagHit], tag_size: int) -> frozenset[str]:
+    """The passages a tag cites as pages: when the tag cites every passage it leads to and
+    `hits` (best first) are all of them (the tag read whole), each page's best passage
+    (`nodes.page_of`); else none, and every passage counts alone (`tag_weight` of the
+    tag's size), as when each page read has one passage.
+
+    A hyperlink or a title names one page, however many passages the page was split into:
+    counted by passages, a page of three took a third of its citer's relevance where a page
+    of one took it whole.  The page's best passage takes the page's share; its others keep
+    a passage's, so the page does not fill the results with its passages.  A tag of more
+    passages than a search reads, and a tag the passages share (a keyword: a page's
+    passages sharing a word are not one thing named), count passages."""
+    if len(hits) < 2 or tag_size != len(hits) or any(tag in hit.outgoing for hit in hits):
+        return frozenset()
+    leads: dict[str, str] = {}
+    for hit in hits:
+        leads.setdefault(page_of(hit.id), hit.id)
+    if len(leads) == len(hits):  # a page a passage: counted by passages, as it is
+        return frozenset()
+    return frozenset(leads.values())
 
 
 def hop_share(weight: float, damping: float, parent_depth: int) -> float:

@@ -23,6 +23,7 @@ from graphstore.chapters import is_chapter_heading, passage_chapters
 from graphstore.errors import InvalidArgumentError, InvalidInputError
 from graphstore.file_identity import file_identities, file_identity
 from graphstore.markdown import MarkdownMarkup, heading_text, passage_markups, prose_lines
+from graphstore.nodes import SUFFIXES
 
 if TYPE_CHECKING:
     from bs4 import Tag
@@ -31,13 +32,6 @@ if TYPE_CHECKING:
 MAX_CHARS = 1000
 """The longest passage the splitters make, in characters, unless told otherwise."""
 
-SUFFIXES = {
-    ".txt": "text",
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".html": "html",
-    ".htm": "html",
-}
 HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 BLOCKS = ("p", "pre", "li", "dt", "dd", "blockquote", "td", "th", "figcaption")
 INLINE = frozenset(
@@ -125,19 +119,6 @@ class Passage:
     def id(self) -> str:
         """Stable across runs, so re-ingesting a file overwrites rather than duplicates."""
         return f"{self.source}#{self.position}"
-
-
-def passage_source(node_id: str) -> str | None:
-    """The source of a passage id made by the splitters (`source#position`), else None."""
-    source, mark, position = node_id.rpartition("#")
-    if (
-        mark
-        and position.isascii()
-        and position.isdigit()
-        and Path(source).suffix.lower() in SUFFIXES
-    ):
-        return source
-    return None
 
 
 class FolderFiles(NamedTuple):

@@ -20,9 +20,19 @@ from graphstore.filters import EVERYTHING, Condition, matches
 from graphstore.links import TagKey, outgoing_tags
 from graphstore.mmr import MmrSelector, Selection
 from graphstore.nodes import Candidate, Hit, TagHit, Vector
-from graphstore.relevance import best_paths, hop_share, is_citation, path_relevance, tag_weight
+from graphstore.relevance import (
+    best_paths,
+    hop_share,
+    is_citation,
+    page_leads,
+    path_relevance,
+    tag_weight,
+)
 from graphstore.storage import Storage
 from graphstore.strategy import MAX_K, Strategy
+
+NO_LEADS: frozenset[str] = frozenset()
+"""The page leads of a tag whose passages count alone (`relevance.page_leads`)."""
 
 
 @dataclass
@@ -287,8 +297,9 @@ class _Search:
         self.visited: set[TagKey] = set()
         self.expanded: set[str] = set()
         self.selected: dict[str, Selection] = {}
-        self.pages: dict[TagKey, tuple[list[TagHit], int]] = {}
-        """Tags read (ahead or for an expansion) and not yet applied: their hits and size."""
+        self.pages: dict[TagKey, tuple[list[TagHit], int, frozenset[str]]] = {}
+        """Tags read (ahead or for an expansion) and not yet applied: their hits, size and
+        the hits that lead their page (`relevance.page_leads`)."""
         self.raised: dict[str, tuple[TagKey, ...]] = {}
         """Open candidates whose relevance a link found later raised: that link's path."""
         self.inherited: dict[str, Paths] = {}
@@ -442,19 +453,26 @@ class _Search:
         reached, anchors, selector = self.reached, self.anchors, self.selector
         kinds = strategy.structural_kinds
         shortened = False
-        for tag, (tag_hits, size) in zip(tags, pages, strict=True):
+        for tag, (tag_hits, size, leads) in zip(tags, pages, strict=True):
             tag_carriers = carriers[tag]
             parent = tag_carriers[0]
             if len(tag_carriers) > 1:
                 parent = max(tag_carriers, key=self._passed_on)
             parent_relevance = self._relevance(parent)
             how = reached[parent]
-            weight = 0.0 if tag[0] in kinds else tag_weight(size)
+            structural = tag[0] in kinds
+            passage_weight = page_weight = 0.0 if structural else tag_weight(size)
+            passage_share = page_share = hop_share(passage_weight, strategy.damping, how.depth)
+            if leads and not structural:  # a page's best passage: a share of the pages'
+                page_weight = tag_weight(len(leads))
+                page_share = hop_share(page_weight, strategy.damping, how.depth)
             paths = self.inherited.get(parent)
-            share = hop_share(weight, strategy.damping, how.depth)
             for hit in tag_hits:
                 if hit.id == parent:  # reached from itself: nothing new
                     continue
+                lead = hit.id in leads
+                weight = page_weight if lead else passage_weight
+                share = page_share if lead else passage_share
                 relevance = path_relevance(parent_relevance, hit.similarity, share)
                 carried = None
                 if paths is not None:
@@ -532,7 +550,9 @@ class _Search:
         )
         sizes = await self._tag_sizes(wanted, found, sizes_read)
         for tag, tag_hits in zip(wanted, found, strict=True):
-            self.pages[tag] = (tag_hits, sizes[tag])
+            size = sizes[tag]
+            leads = page_leads(tag, tag_hits, size) if size == len(tag_hits) > 1 else NO_LEADS
+            self.pages[tag] = (tag_hits, size, leads)
 
     async def _tag_sizes(
         self,

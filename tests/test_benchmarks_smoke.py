@@ -19,6 +19,7 @@ from benchmarks import (
     ingest_memory,
     load_scaling,
     quality,
+    split_pages,
     startup,
     traversal_time,
 )
@@ -75,6 +76,17 @@ def test_quality(results_dir):
         assert len(rows) == (len(quality.LINKS) + 1) * len(quality.KS), dataset
         for row in rows:
             assert row["recall"]["low"] <= row["recall"]["difference"] <= row["recall"]["high"]
+
+
+def test_split_pages(results_dir):
+    result = run(split_pages, "split_pages", results_dir)
+    for found in result["results"].values():
+        assert found["passages"] > found["pages"]
+        assert set(found["scores"]) == {
+            "similarity",
+            "search (default)",
+            "traversal_search (default)",
+        }
 
 
 def test_extraction(results_dir):

@@ -18,8 +18,9 @@ from graphstore import GraphStore, InvalidInputError, Node
 from graphstore.cli import main
 from graphstore.embedded import EmbeddedStorage
 from graphstore.ingest import IngestReport, ingest
+from graphstore.nodes import SUFFIXES
 from graphstore.recorded_files import gone_files, recorded_files
-from graphstore.splitting import SUFFIXES, scan_folder
+from graphstore.splitting import scan_folder
 from graphstore.storage import Storage
 from graphstore.store import run_sync
 from graphstore.testing.embeddings import KeyedEmbeddings

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from graphstore.nodes import TagHit
 from graphstore.relevance import (
     STRUCTURAL_KINDS,
     best_paths,
     hop_share,
     is_citation,
+    page_leads,
     path_relevance,
     tag_weight,
 )
@@ -57,3 +60,21 @@ def test_best_paths_keeps_each_way_that_may_pass_on_the_most() -> None:
     paths = [(2, 0.92), (0, 0.6), (1, 0.8), (1, 0.7), (2, 0.75), (3, 0.9)]
     assert best_paths(paths) == ((0, 0.6), (1, 0.8), (2, 0.92))
     assert best_paths([(1, 0.5), (0, 0.5)]) == ((0, 0.5),)
+
+
+def hits(*ids: str, outgoing: frozenset[tuple[str, str]] = frozenset()) -> list[TagHit]:
+    return [TagHit(node_id, np.zeros(2, np.float32), outgoing, 0.5) for node_id in ids]
+
+
+def test_a_page_split_into_passages_is_one_thing_a_citation_names() -> None:
+    """A page of three passages took a third of its citer's relevance where a page of one
+    took it whole: now its best passage takes the page's share, its others a passage's."""
+    page = hits("wiki/Foxx.txt#2", "wiki/Foxx.txt#0", "wiki/Foxx.txt#1")  # best first
+    assert page_leads(MENTION, page, 3) == {"wiki/Foxx.txt#2"}  # the page's share: 1
+    two = hits("wiki/Foxx.txt#0", "wiki/Foxx.md#0", "Foxx#1", "wiki/Foxx.md#1")
+    assert page_leads(MENTION, two, 4) == {"wiki/Foxx.txt#0", "wiki/Foxx.md#0", "Foxx#1"}
+    pages = hits("wiki/Foxx.txt#0", "wiki/Foxx.md#0")
+    assert page_leads(MENTION, pages, 2) == frozenset()  # a page a passage: as they are
+    assert page_leads(MENTION, page, 7) == frozenset()  # not read whole: passages, as before
+    shared = hits("wiki/Foxx.txt#0", "wiki/Foxx.txt#1", outgoing=frozenset({KEYWORD}))
+    assert page_leads(KEYWORD, shared, 2) == frozenset()  # a page's passages sharing a word

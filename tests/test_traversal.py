@@ -494,6 +494,26 @@ async def test_bridge_passage_dissimilar_to_the_query_is_returned(backend):
     assert [h.node.id for h in mmr] == ["A", "B"]
 
 
+async def test_a_page_cited_is_cited_whole_however_many_passages_it_was_split_into(backend):
+    """A cites page B, split into three passages, and C, a page of one passage: each
+    passage of B took a third of A's relevance where C took it whole.  B's best passage
+    now takes it whole, and B's others do not crowd out the next nearest passage."""
+    nodes = {
+        "A.txt#0": (Q, [Link.outgoing("mention", "b"), Link.outgoing("mention", "c")]),
+        "B.txt#0": (norm([0.1, 0, 1]), [Link.incoming("mention", "b")]),
+        "B.txt#1": (norm([0.05, 0, 1]), [Link.incoming("mention", "b")]),
+        "B.txt#2": (norm([0.0, 0, 1]), [Link.incoming("mention", "b")]),
+        "C.txt#0": (norm([0.1, 1, 0]), [Link.incoming("mention", "c")]),
+    } | {f"D{i:02d}": (norm([0.9 - 0.03 * i, 0.45, 0]), []) for i in range(12)}
+    store = await build(backend, nodes)
+    hits = {h.node.id: h for h in await store.asearch("q", k=3)}
+    assert set(hits) == {"A.txt#0", "B.txt#0", "C.txt#0"}
+    assert hits["B.txt#0"].score == pytest.approx(hits["C.txt#0"].score, abs=1e-5)
+    assert hits["B.txt#0"].score == pytest.approx(1.0, abs=1e-5)
+    fourth = [h.node.id for h in await store.asearch("q", k=4)][3]
+    assert fourth == "D00"
+
+
 @pytest.mark.parametrize("k", [ROOTS, ROOTS + 2])
 async def test_without_links_the_default_searches_return_the_nearest_passages(backend, k):
     """Five near copies of one answer lead; D, less similar and unlike them, comes sixth.
