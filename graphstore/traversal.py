@@ -31,9 +31,6 @@ from graphstore.relevance import (
 from graphstore.storage import Storage
 from graphstore.strategy import MAX_K, Strategy
 
-NO_LEADS: frozenset[str] = frozenset()
-"""The page leads of a tag whose passages count alone (`relevance.page_leads`)."""
-
 
 @dataclass
 class TraversalStats:
@@ -550,9 +547,7 @@ class _Search:
         )
         sizes = await self._tag_sizes(wanted, found, sizes_read)
         for tag, tag_hits in zip(wanted, found, strict=True):
-            size = sizes[tag]
-            leads = page_leads(tag, tag_hits, size) if size == len(tag_hits) > 1 else NO_LEADS
-            self.pages[tag] = (tag_hits, size, leads)
+            self.pages[tag] = (tag_hits, sizes[tag], page_leads(tag, tag_hits, sizes[tag]))
 
     async def _tag_sizes(
         self,
