@@ -152,15 +152,16 @@ searches (LangChain's signatures end in `**kwargs`, so a typo was silently dropp
 writes in batches of its own."""
 
 
+MAX_BATCH_SIZE = 1_000_000_000
+"""The largest `batch_size` a write takes (it has no effect: any positive integer is one)."""
+
+
 def check_write_options(options: Mapping[str, Any], known: Sequence[str], what: str) -> None:
     """A one-line error for an option `known` does not hold, or for a `batch_size` that is no
     positive integer (one that could not have been a batch size was accepted silently)."""
     check_options(options, known, what)
     if "batch_size" in options:
         check_count("batch_size", options["batch_size"], 1, MAX_BATCH_SIZE)
-
-
-MAX_BATCH_SIZE = 1_000_000_000
 
 
 PROVENANCE_KEYS = frozenset(
