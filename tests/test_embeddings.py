@@ -184,7 +184,11 @@ def cached(model: Embeddings) -> Embeddings:
     from langchain_core.stores import InMemoryByteStore
 
     return CacheBackedEmbeddings.from_bytes_store(
-        model, InMemoryByteStore(), namespace=str(id(model)), query_embedding_cache=True
+        model,
+        InMemoryByteStore(),
+        namespace=str(id(model)),
+        query_embedding_cache=True,
+        key_encoder="sha256",  # its default, SHA-1, warns
     )
 
 
