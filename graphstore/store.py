@@ -583,10 +583,9 @@ class GraphStore:
             recorded = self._recorded_model = await self.storage.record_model(given)
             if recorded == given:
                 self._accepted_model = (recorded, given)
-        named = model_setting(self.embeddings) is not None
         if recorded is None or self._accepted_model == (recorded, given):
             return self.embeddings
-        if recorded == given and named:
+        if recorded == given and model_setting(self.embeddings) is not None:
             return self.embeddings
         same = await self._embeds_as_stored(self.embeddings)
         if same is None:  # no passage: emptied by deletes, or a first write that failed
