@@ -251,7 +251,8 @@ def page_title(source: str) -> str:
 def page_titles(files: Iterable[tuple[Path, str]], stored: Mapping[str, str]) -> set[str]:
     """The titles of the pages an ingest reads (`files`, as (path, source)) and of those
     stored before (`stored`, id -> file) whose file is still there."""
-    kept = (passage_source(node_id) for node_id, file in stored.items() if os.path.exists(file))
+    present = {file for file in set(stored.values()) if os.path.exists(file)}  # once a file
+    kept = (passage_source(node_id) for node_id, file in stored.items() if file in present)
     sources = [*(source for _, source in files), *kept]
     return {page_title(source) for source in sources if source}
 
