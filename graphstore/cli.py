@@ -41,6 +41,14 @@ from graphstore.ingest import (
     text_linker,
     title_linker,
 )
+from graphstore.ingest_options import (
+    DEFAULT_LINKS,
+    FLAGS,
+    INGEST_OPTIONS,
+    IngestOptions,
+    recorded_options,
+    resolved,
+)
 from graphstore.inline import escaped, inline, printed_whole, snippet
 from graphstore.link_cache import LinkCache, cache_path
 from graphstore.links import TagKey
@@ -72,7 +80,6 @@ LINK_CHOICES = (
     "zh-keywords",
     "zh-entities",
 )
-DEFAULT_LINKS = "hyperlinks,hierarchy"
 ENTITY_LABELS = "person,location,organization"
 """What `--links entities` looks for unless `--entity-labels` says otherwise."""
 OPTIONS = {
@@ -171,8 +178,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     add.add_argument(
         "--links",
-        default=DEFAULT_LINKS,
-        help=f"comma-separated extractors: {', '.join(LINK_CHOICES)}; or none",
+        help=f"comma-separated extractors: {', '.join(LINK_CHOICES)}; or none (default: as "
+        f"the files were ingested before, or {DEFAULT_LINKS})",
     )
     add.add_argument(
         "--names",
@@ -190,7 +197,10 @@ def _parser() -> argparse.ArgumentParser:
         help="drop tags carried by more than this share of passages (0 to 1)",
     )
     add.add_argument(
-        "--max-chars", type=int, default=MAX_CHARS, help="largest passage, in characters"
+        "--max-chars",
+        type=int,
+        help=f"largest passage, in characters (default: as the files were ingested before, "
+        f"or {MAX_CHARS})",
     )
     add.add_argument(
         "--root",
@@ -353,13 +363,13 @@ def _path_arguments(args: argparse.Namespace) -> None:
             setattr(args, option, Path(value))
 
 
-def _names(path: Path | None) -> dict[str, str]:
+def _names(path: str | None) -> dict[str, str]:
     """alias -> canonical name, from a file of `name` or `alias<TAB>canonical` lines."""
     if path is None:
         raise InvalidInputError("mentions need --names FILE")
     names: dict[str, str] = {}
     lines: dict[str, int] = {}
-    for number, line in enumerate(read_text(path).splitlines(), 1):
+    for number, line in enumerate(read_text(Path(path)).splitlines(), 1):
         alias, _, canonical = line.strip().partition("\t")
         if not alias:
             continue
@@ -378,26 +388,21 @@ def _names(path: Path | None) -> dict[str, str]:
     return names
 
 
-def _link_names(args: argparse.Namespace) -> list[str]:
-    """The items of `--links`, as given (an empty one included)."""
-    return [name.strip() for name in args.links.split(",")]
-
-
-def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
-    """The linkers named by `--links`, configured from the other ingest options (but
-    `titles`, which the ingest makes once it knows the pages: `ingest.title_linker`)."""
-    items = _link_names(args)
+def _link_names(options: IngestOptions) -> list[str]:
+    """The extractors `--links` names, checked with the options that go with them: a
+    one-line error for a combination that cannot run ([] for `none`)."""
+    items = [name.strip() for name in options.links.split(",")]
     names = [name for name in items if name]
     for option, users in (
         ("entity_labels", {"entities"}),
         ("gliner_model", {"entities"}),
         ("names", {"mentions", "zh-entities"}),
     ):
-        if getattr(args, option) is not None and not users & set(names):
+        if getattr(options, option) is not None and not users & set(names):
             flag = "--" + option.replace("_", "-")
             raise InvalidInputError(f"{flag} applies to --links {' or '.join(sorted(users))} only")
     if names == ["none"]:
-        if args.max_tag_df is not None:  # it drops frequent tags: with no links, none
+        if options.max_tag_df is not None:  # it drops frequent tags: with no links, none
             raise InvalidInputError("--max-tag-df applies to ingests with links, not --links none")
         return []
     if not names:  # an empty --links would strip the links of passages ingested again
@@ -406,7 +411,7 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
         )
     if len(names) < len(items):  # `hyperlinks,,hierarchy`: as `book in a,` for --filter
         raise InvalidInputError(
-            f"--links {inline(args.links)} has an empty item: remove the extra comma"
+            f"--links {inline(options.links)} has an empty item: remove the extra comma"
         )
     if "none" in names:
         raise InvalidInputError("--links none means no links: give it alone")
@@ -415,6 +420,22 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
         raise InvalidInputError(
             f"unknown link extractor {unknown[0]!r}; choose from {', '.join(LINK_CHOICES)}"
         )
+    if "entities" in names and not options.gliner_model:
+        raise InvalidInputError("entities need --gliner-model DIR (a local GLiNER model)")
+    if "entities" in names and not os.path.isdir(options.gliner_model or ""):
+        raise InvalidInputError(  # checked before torch loads
+            f"--gliner-model {inline(str(options.gliner_model))} is no folder: give the folder "
+            "of a local GLiNER model"
+        )
+    return names
+
+
+def _linkers(options: IngestOptions) -> list[PassageLinker]:
+    """The linkers named by `--links`, configured from the other ingest options (but
+    `titles`, which the ingest makes once it knows the pages: `ingest.title_linker`)."""
+    names = _link_names(options)
+    if not names:
+        return []
     import extractors
 
     where = cache_path()
@@ -432,26 +453,19 @@ def _linkers(args: argparse.Namespace) -> list[PassageLinker]:
             keywords = extractors.KeybertLinkExtractor(language="zh", model=E5Model())
             linkers.append(text_linker(keywords, cache))
         elif name == "entities":
-            if not args.gliner_model:
-                raise InvalidInputError("entities need --gliner-model DIR (a local GLiNER model)")
-            if not os.path.isdir(args.gliner_model):  # checked before torch loads
-                raise InvalidInputError(
-                    f"--gliner-model {inline(args.gliner_model)} is no folder: give the folder "
-                    "of a local GLiNER model"
-                )
-            given = args.entity_labels or ENTITY_LABELS
+            given = options.entity_labels or ENTITY_LABELS
             labels = [label.strip() for label in given.split(",") if label.strip()]
-            extractor = extractors.GlinerLinkExtractor(labels, model=args.gliner_model)
+            extractor = extractors.GlinerLinkExtractor(labels, model=options.gliner_model)
             linkers.append(text_linker(extractor, cache))
         elif name == "titles":  # made by the ingest once it knows the pages' titles
             continue
         elif name == "mentions":
             # A names file lists things no passage defines (characters, places): passages
             # that mention the same name link to each other.
-            mentions = extractors.MentionLinkExtractor(_names(args.names), direction="bidir")
+            mentions = extractors.MentionLinkExtractor(_names(options.names), direction="bidir")
             linkers.append(text_linker(mentions))
         else:
-            user_dict = _names(args.names) if args.names else None
+            user_dict = _names(options.names) if options.names else None
             linkers.append(text_linker(extractors.JiebaEntityLinkExtractor(user_dict=user_dict)))
     return linkers
 
@@ -553,12 +567,14 @@ async def _run(args: argparse.Namespace) -> int:
         _stop_on_terminate()
     location = store_location(args.store)
     creating = args.command in ("ingest", "mcp")  # the commands that write
-    linkers: list[PassageLinker] = []
     if args.command in ("ingest", "delete"):
         _path_arguments(args)
-    if args.command == "ingest":
-        check_max_chars(args.max_chars)
-        linkers = _linkers(args)
+    if args.command == "ingest":  # what was given, checked before the store opens
+        given = _given_ingest_options(args)
+        if "max_chars" in given:
+            check_max_chars(args.max_chars)
+        if "links" in given:
+            _link_names(IngestOptions(**given))
     metadata_filter = filter_of(getattr(args, "filter", []))  # checked before anything runs
     if args.model is not None and not args.model.strip():
         raise InvalidInputError("--model is empty: give minilm, e5 or a model folder")
@@ -574,7 +590,7 @@ async def _run(args: argparse.Namespace) -> int:
         if model is None and args.command in ("ingest", "search", "prompt", "mcp"):
             model = load_recorded(await storage.recorded_model())
         status = await _command(
-            args, GraphStore(model, storage), escaped(redact(location)), linkers, metadata_filter
+            args, GraphStore(model, storage), escaped(redact(location)), metadata_filter
         )
     except BaseException:
         await close_unused(storage, new_file)
@@ -587,13 +603,12 @@ async def _command(
     args: argparse.Namespace,
     store: GraphStore,
     shown: str,
-    linkers: list[PassageLinker],
     metadata_filter: dict[str, Any] | None,
 ) -> int:
     """Run one command; `shown` is the store location as printed (`redact`, and `escaped`
     as error lines print it: a byte of the name that is not UTF-8 reads `\\xNN`)."""
     if args.command == "ingest":
-        await _ingest(args, store, shown, linkers)
+        await _ingest(args, store, shown)
     elif args.command == "search":
         await _search(args, store, metadata_filter)
     elif args.command == "prompt":
@@ -757,24 +772,40 @@ async def _delete(args: argparse.Namespace, store: GraphStore, shown: str) -> No
     )
 
 
-async def _ingest(
-    args: argparse.Namespace, store: GraphStore, shown: str, linkers: list[PassageLinker]
-) -> None:
+def _given_ingest_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ingest options given on the command line, by `IngestOptions` field."""
+    given = {name: getattr(args, name) for name in FLAGS if getattr(args, name) is not None}
+    if "names" in given:
+        given["names"] = str(given["names"])
+    return given
+
+
+async def _ingest(args: argparse.Namespace, store: GraphStore, shown: str) -> None:
     """`graphstore ingest`: files and cards, then one summary line."""
     from tqdm import tqdm
 
+    options, taken = resolved(
+        _given_ingest_options(args), await recorded_options(store, args.paths)
+    )
+    if taken:
+        print(
+            f"graphstore: as these files were ingested before: {options.flags(taken)}",
+            file=sys.stderr,
+        )
+    linkers = _linkers(options)
     bar = tqdm(unit="passage", desc="ingest", disable=not sys.stderr.isatty())
     report = await aingest_with_cards(
         store,
         args.paths,
         args.cards,
         linkers=linkers,
-        page_linkers=[title_linker] if "titles" in _link_names(args) else [],
-        tag_filter=_tag_filter(args.max_tag_df),
-        max_chars=args.max_chars,
+        page_linkers=[title_linker] if "titles" in _link_names(options) else [],
+        tag_filter=_tag_filter(options.max_tag_df),
+        max_chars=options.max_chars,
         root=args.root,
         on_plan=lambda total: setattr(bar, "total", total),
         on_batch=bar.update,
+        metadata={INGEST_OPTIONS: options.record()},
     )
     bar.close()
     if report.skipped:

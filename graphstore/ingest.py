@@ -287,9 +287,13 @@ def title_linker(titles: Collection[str]) -> PassageLinker:
     return link
 
 
-def to_node(passage: Passage, links: set[Link]) -> Node:
+PASSAGE_KEYS = frozenset({"source", "position", FILE, "section", "chapter"})
+"""The metadata keys a passage's node takes from the passage (`to_node`)."""
+
+
+def to_node(passage: Passage, links: set[Link], extra: Mapping[str, object] = {}) -> Node:
     """A passage as a node: source, section path, chapter number and position become
-    metadata."""
+    metadata, beside `extra` (keys other than `PASSAGE_KEYS`)."""
     metadata: dict[str, object] = {"source": passage.source, "position": passage.position}
     if passage.file:
         metadata[FILE] = passage.file
@@ -297,7 +301,7 @@ def to_node(passage: Passage, links: set[Link]) -> Node:
         metadata["section"] = list(passage.section)
     if passage.chapter is not None:
         metadata["chapter"] = passage.chapter
-    return Node(passage.id, passage.text, metadata, frozenset(links))
+    return Node(passage.id, passage.text, {**metadata, **extra}, frozenset(links))
 
 
 def merged_links(passages: Sequence[Passage], linkers: Sequence[PassageLinker]) -> list[set[Link]]:
@@ -309,10 +313,14 @@ def merged_links(passages: Sequence[Passage], linkers: Sequence[PassageLinker]) 
     return merged
 
 
-def linked_passages(passages: Sequence[Passage], linkers: Sequence[PassageLinker]) -> list[Node]:
-    """Passages as nodes carrying the links of every linker."""
+def linked_passages(
+    passages: Sequence[Passage],
+    linkers: Sequence[PassageLinker],
+    extra: Mapping[str, object] = {},
+) -> list[Node]:
+    """Passages as nodes carrying the links of every linker (and `extra` metadata)."""
     links = merged_links(passages, linkers)
-    return [to_node(passage, found) for passage, found in zip(passages, links, strict=True)]
+    return [to_node(passage, found, extra) for passage, found in zip(passages, links, strict=True)]
 
 
 def batches(passages: Iterable[Passage], size: int) -> Iterator[list[Passage]]:
@@ -378,6 +386,7 @@ async def ingest(
     on_batch: Callable[[int], None] | None = None,
     card_files: Collection[str] = (),
     page_linkers: Sequence[PageLinker] = (),
+    metadata: Mapping[str, object] = {},
 ) -> IngestReport:
     """Split, link, embed and store the files under `paths` (but `card_files`, read as
     cards by `graphstore.card_store`: a card folder inside a story folder is not story, and
@@ -392,7 +401,12 @@ async def ingest(
     the current directory); a passage id already stored from another file that still exists
     is refused before anything is written (`check_ids_free`).  `page_linkers` are made
     into linkers with the titles of the pages this ingest reads and of those stored before.
+    `metadata` is stored in every passage beside what it takes from its file (`to_node`):
+    the command records its options there (`graphstore.ingest_options`).
     """
+    clash = sorted(PASSAGE_KEYS & set(metadata))
+    if clash:
+        raise InvalidInputError(f"metadata {clash[0]!r} is a passage's own: use another key")
     found = discover(paths, root, store.storage.local_files, card_files)
     stored = await stored_files(store)
     before = recorded_within(stored, scopes_of(paths))
@@ -411,7 +425,7 @@ async def ingest(
     planned: dict[str, str] = {}
     for passage in read_all(files, max_chars):
         try:
-            node = check_node(to_node(passage, set()))
+            node = check_node(to_node(passage, set(), metadata))
             store.storage.check_write_size(node, store.storage.dimension)
         except InvalidInputError as error:  # "node id is 722 characters long" named no file
             raise InvalidInputError(f"{passage.source}: {error}") from error
@@ -431,10 +445,13 @@ async def ingest(
     written: set[str] = set()
     for batch in batches(read_all(files, max_chars), batch_size):
         if filtered is None:
-            nodes = linked_passages(batch, linkers)
+            nodes = linked_passages(batch, linkers, metadata)
         else:
             links = filtered[total : total + len(batch)]
-            nodes = [to_node(passage, found) for passage, found in zip(batch, links, strict=True)]
+            nodes = [
+                to_node(passage, found, metadata)
+                for passage, found in zip(batch, links, strict=True)
+            ]
         written.update(await store.aadd_nodes(nodes, reuse_embeddings=True))
         total += len(batch)
         if on_batch:

@@ -582,6 +582,70 @@ def test_title_links_are_the_benchmarks_title_mentions(tmp_path, capsys):
     assert _links_of(store) == {title: set(links) for title, links in expected.items()}
 
 
+def _stored(store: Path) -> dict[str, Node]:
+    """Every stored node, by id."""
+    graph = GraphStore(None, EmbeddedStorage(store))
+    nodes = {node.id: node for node in graph.get(run_sync(graph.anode_ids()))}
+    graph.close()
+    return nodes
+
+
+def test_an_ingest_again_without_options_splits_and_links_as_the_first(tmp_path, capsys):
+    """A re-run that forgot `--links mentions --names … --max-chars …` re-split every file
+    at 1,000 characters and linked it by the default kinds: its mention links were gone,
+    without a word.  The options not given are now those the files were ingested with."""
+    book = tmp_path / "book"
+    book.mkdir()
+    chapter = book / "one.txt"
+    chapter.write_text("Alice met Bob at the mill.\n\nBob told Alice about the river.\n")
+    names = tmp_path / "names.txt"
+    names.write_text("Alice\nBob\n")
+    store = tmp_path / "s.db"
+    first = ["--store", str(store), "ingest", str(book), "--links", "mentions"]
+    assert main([*first, "--names", str(names), "--max-chars", "40"]) == 0
+    before = _stored(store)
+    assert len(before) == 2
+    assert all(Link.bidir("mention", "alice") in node.links for node in before.values())
+    capsys.readouterr()
+    chapter.write_text("Alice met Bob at the old mill.\n\nBob told Alice about the river.\n")
+    assert main(["--store", str(store), "ingest", str(book)]) == 0
+    assert capsys.readouterr().err == (
+        f"graphstore: as these files were ingested before: --links mentions --names {names} "
+        "--max-chars 40\n"
+    )
+    after = _stored(store)
+    assert sorted(after) == sorted(before)
+    assert [node.links for node in after.values()] == [node.links for node in before.values()]
+    assert "old mill" in after[min(after)].text
+    assert main(["--store", str(store), "ingest", str(book), "--links", "none"]) == 0
+    assert all(not node.links for node in _stored(store).values())  # given: it wins
+    assert main(["--store", str(store), "ingest", str(chapter)]) == 0
+    assert "--max-chars 40" in capsys.readouterr().err
+    assert all(not node.links for node in _stored(store).values())  # and is recorded
+
+
+def test_files_ingested_with_other_options_are_not_ingested_together_unsaid(tmp_path, capsys):
+    """Two folders linked differently, ingested again together without `--links`: which
+    options to take is the user's to say, in one line, before anything changes."""
+    for name, links in (("a", "none"), ("b", "hierarchy")):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "t.md").write_text(f"# {name}\n\nSome text about {name}.\n")
+        assert (
+            main(["--store", str(tmp_path / "s.db"), "ingest", str(folder), "--links", links]) == 0
+        )
+    before = _stored(tmp_path / "s.db")
+    capsys.readouterr()
+    both = ["--store", str(tmp_path / "s.db"), "ingest", str(tmp_path / "a"), str(tmp_path / "b")]
+    assert main(both) == 2
+    assert capsys.readouterr().err == (
+        "graphstore: error: the passages of these files were ingested with different options "
+        "(--links hierarchy and --links none): give --links to say how to ingest them now\n"
+    )
+    assert _stored(tmp_path / "s.db") == before
+    assert main([*both, "--links", "hierarchy"]) == 0
+
+
 def test_an_alias_naming_two_entities_in_a_names_file_is_refused(tmp_path, capsys):
     """`八戒` listed for 猪八戒, then for 猪刚鬣: only the last line was kept, silently, so
     passages naming 八戒 lost their link to 猪八戒 (cards refuse a shared alias)."""
