@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from graphstore.blas_threads import BlasThreads
 from graphstore.errors import InvalidInputError, one_line
 from graphstore.optional import optional_import
 
@@ -193,6 +194,8 @@ class BertEncoder:
             _layer(weights, f"encoder.layer.{index}.", scale)
             for index in range(int(config["num_hidden_layers"]))
         ]
+        self.threads = BlasThreads()
+        """The thread count of its matrix products, chosen batch by batch (`blas_threads`)."""
 
     def encode(self, texts: list[str], batch_size: int = 8) -> Matrix:
         """One unit-length row per text.  Texts are batched by token length, so a batch pads
@@ -203,7 +206,8 @@ class BertEncoder:
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
-            vectors[batch] = self._encode_batch([token_ids[i] for i in batch])
+            with self.threads.running(work=sum(len(token_ids[i]) for i in batch)):
+                vectors[batch] = self._encode_batch([token_ids[i] for i in batch])
         return vectors
 
     def _encode_batch(self, token_ids: list[list[int]]) -> Matrix:

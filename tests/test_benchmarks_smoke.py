@@ -130,6 +130,11 @@ def test_embedding(results_dir):
     assert set(result["cold_start_s"]) == set(result["bulk_passages_per_s"]) == set(embedding.COLD)
     assert result["passages"] == embedding.QUICK_PASSAGES
     assert result["max_abs_difference"] < 1e-5
+    threads = result["thread_passages_per_s"]
+    assert list(threads) == ["idle", "one core busy"]
+    for rates in threads.values():
+        assert "chosen (default)" in rates and "1 thread" in rates
+        assert all(rate > 0 for samples in rates.values() for rate in samples)
 
 
 def test_startup(results_dir):
