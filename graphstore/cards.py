@@ -242,8 +242,14 @@ def check_names(cards: Iterable[Card], stored: Iterable[Card] = ()) -> list[Card
 
 
 def _clash(card: Card, alias: str, other: Card) -> str:
-    """The one-line error for `card` naming `alias`, which `other` owns."""
+    """The one-line error for `card` naming `alias`, which `other` owns; the card is named
+    when the alias is not its name (a file may list several cards)."""
     where = f" ({other.source})" if other.source else " (a card of no file)"
+    if card.source and normalize_tag(alias) != normalize_tag(card.name):
+        return (
+            f"{card.source}: {card.name!r} has the alias {alias!r}, which already names "
+            f"{other.name!r}{where}"
+        )
     return f"{card.source or card.name}: {alias!r} already names {other.name!r}{where}"
 
 

@@ -133,7 +133,7 @@ def test_embedding(results_dir):
     threads = result["thread_passages_per_s"]
     assert list(threads) == ["idle", "one core busy"]
     for rates in threads.values():
-        assert "chosen (default)" in rates and "1 thread" in rates
+        assert {"chosen (default)", "1 thread"} <= rates.keys()
         assert all(rate > 0 for samples in rates.values() for rate in samples)
 
 

@@ -129,7 +129,9 @@ async def test_a_card_whose_file_is_gone_is_removed_and_text_alone_links_to_stor
         (
             "八戒.md",
             "---\nname: 八戒\naliases: [行者]\n---\n",
-            re.escape("cards/孙悟空.md: '行者' already names '八戒' (cards/八戒.md)"),
+            re.escape(
+                "cards/孙悟空.md: '孙悟空' has the alias '行者', which already names '八戒' (cards/八戒.md)"
+            ),
         ),
         ("八戒.yaml", "name: 八戒\nattributes: {x: {value: a, chapter: -3}}\n", "chapter must be"),
         ("八戒.md", "no front matter\n", "starts with a front matter line"),
@@ -157,7 +159,7 @@ async def test_a_bad_card_is_refused_and_changes_nothing(
         (
             "武松.md",
             "---\nname: 武松\naliases: [行者]\n---\n",
-            "other/武松.md: '行者' already names '孙悟空' (cards/孙悟空.md)",
+            "other/武松.md: '武松' has the alias '行者', which already names '孙悟空' (cards/孙悟空.md)",
         ),
         (
             "m.md",
@@ -213,7 +215,8 @@ def test_cli_ingests_cards_and_refuses_a_bad_one_in_one_line(tmp_path, capsys):
     assert main([*base, str(text), "--cards", str(cards)]) == 2
     error = capsys.readouterr().err
     assert (
-        error == "graphstore: error: cards/唐僧.md: '三藏' already names '八戒' (cards/八戒.yaml)\n"
+        error
+        == "graphstore: error: cards/唐僧.md: '唐僧' has the alias '三藏', which already names '八戒' (cards/八戒.yaml)\n"
     )
     assert not store.exists()  # nothing was stored, so no store file was left behind
 
@@ -363,7 +366,9 @@ async def test_a_card_of_a_gone_file_gives_up_its_alias_as_it_gives_up_its_name(
     write(tmp_path / "cb" / "b.yaml", "name: 丙\naliases: [乙]\n")
     store = GraphStore(KeyedEmbeddings(dimension=8), backend)
     await ingest(store, tmp_path, [], tmp_path / "ca")
-    with pytest.raises(InvalidInputError, match=re.escape("'乙' already names '甲' (ca/a.yaml)")):
+    with pytest.raises(
+        InvalidInputError, match=re.escape("'乙', which already names '甲' (ca/a.yaml)")
+    ):
         await ingest(store, tmp_path, [], tmp_path / "cb")
     old.unlink()
     report = await ingest(store, tmp_path, [], tmp_path / "cb")

@@ -272,11 +272,13 @@ def test_two_cards_may_not_share_a_name_or_an_alias():
         monkey,
         Card("唐僧", aliases=("三藏",)),
     ]
-    with pytest.raises(InvalidInputError, match=re.escape("b.md: '行者' already names '孙悟空'")):
+    with pytest.raises(
+        InvalidInputError, match=re.escape("b.md: '武松' has the alias '行者', which already names")
+    ):
         check_names([monkey, Card("武松", aliases=("行者",), source="b.md")])
     with pytest.raises(InvalidInputError, match="'Sun Wukong' already names"):
         check_names([Card("sun wukong"), Card("Sun Wukong", source="c.md")])
-    agents = re.escape("cards/calvin.md: 'Cal' already names 'Cal' (a card of no file)")
+    agents = re.escape("cards/calvin.md: 'Calvin' has the alias 'Cal', which already names 'Cal'")
     with pytest.raises(InvalidInputError, match=agents):
         check_names([Card("Cal"), Card("Calvin", aliases=("Cal",), source="cards/calvin.md")])
 
@@ -298,6 +300,12 @@ async def test_two_card_files_declaring_the_same_name_are_named_and_nothing_is_w
     (cards / "b.yaml").write_text("- name: Y\n- name: Y\n")  # twice in one file
     with pytest.raises(InvalidInputError, match=re.escape("b.yaml: 'Y' already names 'Y'")):
         read_cards(cards, lambda path: path.name)
+    (cards / "b.yaml").write_text("- name: 李雷\n- name: 雷\n  aliases: [李雷]\n")
+    with pytest.raises(InvalidInputError) as error:  # the second card was not named
+        read_cards(cards, lambda path: path.name)
+    assert (
+        str(error.value) == "b.yaml: '雷' has the alias '李雷', which already names '李雷' (b.yaml)"
+    )
 
 
 def test_a_folder_with_one_bad_card_is_refused_whole(tmp_path):
