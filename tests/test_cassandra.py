@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import re
 import struct
 import uuid
@@ -26,6 +27,7 @@ from conftest import cassandra_contact
 
 from graphstore import GraphStore, Link, Node, vector_codec
 from graphstore.cassandra import CassandraStorage, parse_url
+from graphstore.cassandra.batch_warnings import DRIVER_LOGGER
 from graphstore.cassandra.consistency import Consistency
 from graphstore.cassandra.rows import ranked_groups
 from graphstore.cassandra.schema import placements
@@ -75,6 +77,20 @@ async def test_readding_a_node_with_changed_links_leaves_no_stale_tag_row(storag
     await storage.upsert(version([Link.outgoing("kw", "kept")]))
     assert tag_rows(storage) == []
     assert await storage.check() == []
+
+
+async def test_the_servers_warning_that_a_stores_batch_is_large_is_not_logged(storage, caplog):
+    """Every node is written in one batch with its tag rows, over the server's 5 KiB warning
+    threshold by design: `graphstore mcp`, whose SDK logs warnings, printed the server's
+    warning on stderr for every card written.  A warning about other tables still shows."""
+    caplog.set_level(logging.WARNING, logger=DRIVER_LOGGER)
+    links = frozenset({Link.bidir("kw", "x")})
+    await storage.upsert([StoredNode(Node("big", "word " * 2000, {}, links), unit([1, 0, 0]))])
+    assert [node.node.id for node in await storage.get(["big"])] == ["big"]
+    assert [r.getMessage() for r in caplog.records if "Batch for" in r.getMessage()] == []
+    other = f"Server warning: Batch for [{KEYSPACE}.other_tags] is of size 6000"
+    logging.getLogger(DRIVER_LOGGER).warning(other)
+    assert caplog.records[-1].getMessage() == other
 
 
 def replay(storage: CassandraStorage, batch: BatchStatement, timestamp: int | None) -> None:

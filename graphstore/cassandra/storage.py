@@ -18,6 +18,7 @@ plain cosine so they equal the embedded backend's.  Filters: `graphstore.cassand
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from typing import Any
@@ -29,6 +30,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
 from graphstore import vector_codec
+from graphstore.cassandra.batch_warnings import DRIVER_LOGGER, OwnBatchWarnings
 from graphstore.cassandra.check import scanned_problems, scanned_stats
 from graphstore.cassandra.consistency import Consistency, replicas_needed
 from graphstore.cassandra.filters import (
@@ -173,6 +175,10 @@ class CassandraStorage(Storage):
         self.created_keyspace = False
         """Whether `connect` created the keyspace (`drop_created_keyspace`)."""
         names = {part: f'"{self.keyspace}"."{self.table}_{part}"' for part in PARTS}
+        self._batch_warnings = OwnBatchWarnings(
+            f"{self.keyspace}.{self.table}_{part}" for part in PARTS
+        )
+        logging.getLogger(DRIVER_LOGGER).addFilter(self._batch_warnings)
         self._requests = Requests(
             session,
             names | {"table": self.table},
@@ -669,6 +675,7 @@ class CassandraStorage(Storage):
 
     async def close(self) -> None:
         """Shut the cluster down if `connect` made it; a caller's session is left open."""
+        logging.getLogger(DRIVER_LOGGER).removeFilter(self._batch_warnings)
         if self._cluster is not None:
             cluster, self._cluster = self._cluster, None
             await asyncio.to_thread(cluster.shutdown)
