@@ -1,5 +1,5 @@
 """Card files: Markdown with YAML front matter, or YAML, one card a file (a YAML file may
-hold a list of cards).
+hold a list of cards, or several documents separated by `---`).
 
 ```markdown
 ---
@@ -24,7 +24,8 @@ path (`Card.file`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Hashable
+from collections.abc import Callable, Collection, Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -74,18 +75,37 @@ def _loader() -> type[Any]:
     return UniqueKeyLoader
 
 
-def _yaml(text: str, source: str, first_line: int = 1) -> Any:
-    """The YAML in `text`, read by `_loader`; errors give the file's line numbers, `text`
-    starting on `first_line` (a Markdown card's front matter on the second)."""
+@contextmanager
+def _yaml_errors(source: str, first_line: int) -> Iterator[None]:
+    """YAML's errors as one line with the file's line number, the text read starting on
+    `first_line` (a Markdown card's front matter on the second)."""
     import yaml
 
     try:
-        return yaml.load(text, Loader=_loader())  # a SafeLoader (`_loader`)
+        yield
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + first_line}" if mark is not None else ""
         problem = getattr(error, "problem", None) or "cannot be parsed"
         raise InvalidInputError(f"{source}: not valid YAML{where}: {problem}") from error
+
+
+def _yaml(text: str, source: str, first_line: int = 1) -> Any:
+    """The one YAML document in `text`, read by `_loader` (a SafeLoader)."""
+    import yaml
+
+    with _yaml_errors(source, first_line):
+        return yaml.load(text, Loader=_loader())
+
+
+def _yaml_documents(text: str, source: str) -> list[Any]:
+    """The YAML documents in `text` that are not empty (a file may end with `---`), read
+    by `_loader`; [None] when none is."""
+    import yaml
+
+    with _yaml_errors(source, 1):
+        documents = [doc for doc in yaml.load_all(text, Loader=_loader()) if doc is not None]
+    return documents or [None]
 
 
 def parse_markdown_card(text: str, source: str) -> Card:
@@ -106,9 +126,13 @@ def parse_markdown_card(text: str, source: str) -> Card:
 
 
 def parse_yaml_cards(text: str, source: str) -> list[Card]:
-    """The card, or list of cards, of a YAML document."""
-    data = _yaml(text, source)
-    listed = data if isinstance(data, list) else [data]
+    """The card, or list of cards, of each YAML document in a file (documents separated by
+    `---`, as many writers separate them, or end a file with it)."""
+    listed = [
+        card
+        for data in _yaml_documents(text, source)
+        for card in (data if isinstance(data, list) else [data])
+    ]
     if len(listed) == 1:
         return [card_from_mapping(listed[0], source)]
     return [

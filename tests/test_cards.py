@@ -124,6 +124,17 @@ def test_yaml_file_may_hold_one_card_or_a_list():
     ]
 
 
+def test_a_yaml_file_may_end_with_three_dashes_or_hold_documents_separated_by_them():
+    """`name: 林小雨 … ---`, as many writers end YAML, was "not valid YAML at line 6: but
+    found another document"."""
+    (ended,) = parse_yaml_cards("---\nname: 林小雨\nkind: character\n---\n", "lin.yaml")
+    assert (ended.name, ended.kind) == ("林小雨", "character")
+    documents = "name: 沙僧\n---\n- name: 八戒\n- name: 唐僧\n---\n"
+    assert [c.name for c in parse_yaml_cards(documents, "all.yaml")] == ["沙僧", "八戒", "唐僧"]
+    with pytest.raises(InvalidInputError, match=r"^all\.yaml\[1\]: "):  # named by its place
+        parse_yaml_cards("name: 沙僧\n---\nkind: character\n", "all.yaml")
+
+
 def test_the_shipped_xiyouji_cards_parse():
     cards, skipped, *_ = read_cards(SAMPLES, lambda path: path.name)
     assert skipped == []
