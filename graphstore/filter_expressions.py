@@ -5,9 +5,9 @@
 
 An expression is `KEY=VALUE`, `KEY!=VALUE`, `KEY<VALUE` (also `<=`, `>`, `>=`), or
 `KEY in V1,V2,…` / `KEY not in …` (a JSON list also works, for values holding commas).  A
-value is read as JSON when it is a number, `true`/`false` or a quoted string, and as plain
-text otherwise; an empty value is refused (a shell variable that was not set), `""` is the
-empty string.  Several expressions must all hold.
+value is read as JSON when it is a number (full-width digits too), `true`/`false` or a
+quoted string, and as plain text otherwise; an empty value is refused (a shell variable that
+was not set), `""` is the empty string.  Several expressions must all hold.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +35,12 @@ NUMBER = re.compile(r"\s*-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\s*
 
 def filter_value(text: str) -> Scalar:
     """`3` → 3, `2.5` → 2.5, `true` → True, `"3"` → "3"; anything else is the text itself,
-    but a number that no store value can equal (`1e400`, 5,000 digits) is an error."""
+    but a number that no store value can equal (`1e400`, 5,000 digits) is an error.  A
+    number in full-width digits (`２７`, as a Chinese input method types it) is the number:
+    as text it matched no chapter, and said nothing."""
+    narrow = unicodedata.normalize("NFKC", text)
+    if narrow != text and NUMBER.fullmatch(narrow):
+        text = narrow
     try:
         value = json.loads(text)
     except ValueError:

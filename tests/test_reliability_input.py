@@ -965,6 +965,18 @@ def test_case14_filter_value_parsing():
     }
 
 
+def test_a_filter_number_in_full_width_digits_is_the_number():
+    """`chapter<=２` (a Chinese input method's digits) was the text "２": no chapter
+    matched, and nothing said why."""
+    assert filter_of(["chapter<=２７", "x=－１．５", "book=西游记", "c in １,２"]) == {
+        "chapter": {"$lte": 27},
+        "x": -1.5,
+        "book": "西游记",
+        "c": {"$in": [1, 2]},
+    }
+    assert filter_of(['s="２"']) == {"s": "２"}  # quoted: the text, as for ASCII digits
+
+
 @pytest.mark.parametrize(
     ("expression", "message"),
     [
