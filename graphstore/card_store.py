@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from extractors.mentions import MentionLinkExtractor
+from extractors.normalize import normalize_tag
 from graphstore.card_files import CardFolder, read_cards
 from graphstore.cards import (
     CARD,
     Card,
     card_from_node,
+    card_id,
     card_mentions,
     card_node,
     check_names,
@@ -105,10 +107,25 @@ async def anearest_cards(store: GraphStore, query: Query) -> list[Card]:
     return _valid_cards(hit.node for hit in hits if is_card(hit.node))
 
 
-async def aget_card(store: GraphStore, card_id: str) -> Card | None:
+async def aget_card(store: GraphStore, node_id: str) -> Card | None:
     """The card with this id, if stored."""
-    nodes = await store.aget([card_id])
+    nodes = await store.aget([node_id])
     return card_from_node(nodes[0]) if nodes and is_card(nodes[0]) else None
+
+
+async def afind_card(store: GraphStore, name: str) -> Card | None:
+    """The stored card `name` names: by its name, its id (`card:…`, as a search returns it,
+    in any case) or one of its aliases (a scan of the cards)."""
+    names = [name]
+    if normalize_tag(name).startswith(f"{CARD}:"):
+        names.append(name.strip()[len(CARD) + 1 :])
+    for given in names:
+        card = await aget_card(store, card_id(given))
+        if card is not None:
+            return card
+    wanted = {card_id(given) for given in names}
+    cards = await astored_cards(store)
+    return next((c for c in cards if wanted & {card_id(n) for n in (c.name, *c.aliases)}), None)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from extractors.frequency import TagFrequencyFilter, check_share
-from graphstore.card_store import acard_ids, aingest_with_cards
+from graphstore.blank import is_blank
+from graphstore.card_store import acard_ids, afind_card, aingest_with_cards
 from graphstore.cards import CARD, card_id
 from graphstore.chapters import as_of_filter
 from graphstore.command import INTERRUPTED, TERMINATED
@@ -61,7 +62,7 @@ from graphstore.location import (
 )
 from graphstore.models import E5Model, load_model, load_recorded
 from graphstore.nodes import Hit, Node, candidate_json, hit_json
-from graphstore.prompt import CARD_SHARE, DEFAULT_TEMPLATE, PROMPT_K, awriter_context
+from graphstore.prompt import BUDGET, CARD_SHARE, DEFAULT_TEMPLATE, PROMPT_K, awriter_context
 from graphstore.recorded_files import gone_files, ingested_from, recorded_files
 from graphstore.redaction import redact
 from graphstore.splitting import MAX_CHARS, check_max_chars, read_text
@@ -219,7 +220,9 @@ def _parser() -> argparse.ArgumentParser:
         default="graph",
         help="graph: path-aware MMR traversal, the default; mmr: the same with classic options",
     )
-    search.add_argument("-k", type=int, default=DEFAULT.k, help="passages returned")
+    search.add_argument(
+        "-k", type=int, default=DEFAULT.k, help=f"passages returned (default {DEFAULT.k})"
+    )
     _strategy_options(search, with_traversal=True)
     _as_of_option(
         search,
@@ -234,7 +237,9 @@ def _parser() -> argparse.ArgumentParser:
 
     prompt = commands.add_parser("prompt", help="passages for a writer's prompt about a scene")
     prompt.add_argument("scene")
-    prompt.add_argument("--budget", type=int, default=1500, help="token budget of the block")
+    prompt.add_argument(
+        "--budget", type=int, default=BUDGET, help=f"token budget of the block (default {BUDGET})"
+    )
     prompt.add_argument(
         "-k", type=int, default=PROMPT_K, help=f"passages searched for (default {PROMPT_K})"
     )
@@ -245,13 +250,14 @@ def _parser() -> argparse.ArgumentParser:
         "--card-share",
         type=float,
         default=CARD_SHARE,
-        help="share of the budget for entity cards (0: none); what they leave goes to "
-        "passages, and what passages leave to cards that did not fit",
+        help=f"share of the budget for entity cards (0: none; default {CARD_SHARE}); what "
+        "they leave goes to passages, and what passages leave to cards that did not fit",
     )
     prompt.add_argument(
         "--template",
         default=DEFAULT_TEMPLATE,
-        help="fields: {number} {citation} {provenance} {text} {id}",
+        help="fields: {number} {citation} {provenance} {text} {id} (default: "
+        f"{DEFAULT_TEMPLATE.replace(chr(10), chr(92) + 'n')})",
     )
 
     show = commands.add_parser("show", help="print one passage with its metadata and links")
@@ -474,7 +480,7 @@ async def _search(
     args: argparse.Namespace, store: GraphStore, metadata_filter: dict[str, Any] | None
 ) -> None:
     """`graphstore search`: hits as text or JSON lines, and with --debug the losers."""
-    if not args.query.strip():  # the library's message offers a vector, which no CLI user has
+    if is_blank(args.query):  # the library's message offers a vector, which no CLI user has
         raise InvalidInputError("the query is empty: give words to search for")
     scoped = as_of_filter(metadata_filter, args.as_of_chapter)
     options = _given_options(args)
@@ -672,6 +678,7 @@ async def _command(
     elif args.command == "mcp":
         from graphstore.mcp_server import aserve
 
+        await store.acheck_model()  # before serving: a wrong model would fail every call
         with _interrupt_kills():
             await aserve(store, shown)
     return 0
@@ -706,7 +713,9 @@ async def _stored_id(store: GraphStore, node_id: str, shown: str) -> str:
                 return name
         except CorruptRowError:
             return name
-    raise InvalidInputError(f"no passage with id {_quoted_id(node_id)} in {shown}")
+    card = await afind_card(store, node_id)
+    hint = f"; {inline(node_id)} names the card {inline(card_id(card.name))}" if card else ""
+    raise InvalidInputError(f"no passage with id {_quoted_id(node_id)} in {shown}{hint}")
 
 
 def _quoted_id(node_id: str) -> str:

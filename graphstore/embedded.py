@@ -40,7 +40,13 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from graphstore.errors import CorruptRowError, InvalidInputError, StorageError, StoreOpenError
+from graphstore.errors import (
+    CorruptRowError,
+    InvalidInputError,
+    StorageError,
+    StoreOpenError,
+    StoreReplacedError,
+)
 from graphstore.file_identity import file_identity
 from graphstore.filter_index import FilterIndex, Mask
 from graphstore.filters import EVERYTHING, Condition, FilterValues
@@ -487,10 +493,11 @@ class EmbeddedStorage(Storage):
         One message for both: a write reads the store's model record first, and was told
         "reading … failed"."""
         if self._file is not None and file_identity(self.local_files[0]) != self._file:
-            raise StorageError(
+            raise StoreReplacedError(
                 f"{self.path} was deleted or replaced since this store opened it: what it "
                 "holds is gone or another store's, and a write would go to a file no one "
-                "reads; open the store again"
+                "reads; open the store again",
+                str(self.path),
             )
 
     def _refresh(self) -> None:

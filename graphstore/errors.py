@@ -37,5 +37,13 @@ class StorageError(GraphStoreError):
     """The backend failed while reading or writing."""
 
 
+class StoreReplacedError(StorageError):
+    """The store's file was deleted or replaced since this process opened it (`path`)."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class CorruptRowError(StorageError):
     """A stored row was changed outside graphstore and cannot be read; the others can."""

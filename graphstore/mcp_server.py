@@ -1,9 +1,9 @@
 """`graphstore mcp`: the store as Model Context Protocol tools for a writing agent (stdio).
 
 Tools: `search`, `scene_context` (the writer prompt: cards, then passages, within a
-budget), `get_passage`, `get_card`, `put_passages` and `put_card`.  Bad input and store
-failures come back as tool errors carrying the one-line message the command line would
-print; the server keeps serving.  Passages an agent adds link out to the cards they name;
+budget), `get_passage`, `get_card`, `put_passages`, `put_card` and `delete_card`.  Bad
+input and store failures come back as tool errors carrying the one-line message the command
+line would print; the server keeps serving.  Passages an agent adds link out to the cards they name;
 a card an agent adds links to the cards it names (passages stored before it are linked to
 it when they are written again).
 """
@@ -18,22 +18,25 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
-from extractors.normalize import normalize_tag
-from graphstore.card_store import aget_card, aplan_cards, astored_cards, awrite_cards
+from graphstore.card_store import afind_card, aget_card, aplan_cards, awrite_cards
 from graphstore.cards import (
     CARD,
     MAX_NAME,
     Card,
     card_from_mapping,
-    card_id,
     fact_as_of,
     render_card,
 )
 from graphstore.chapters import as_of_filter, check_chapter
-from graphstore.errors import CorruptRowError, GraphStoreError, InvalidInputError
+from graphstore.errors import (
+    CorruptRowError,
+    GraphStoreError,
+    InvalidInputError,
+    StoreReplacedError,
+)
 from graphstore.links import Link, as_links
 from graphstore.nodes import Node, hit_json
-from graphstore.prompt import CARD_SHARE, PROMPT_K, awriter_context
+from graphstore.prompt import BUDGET, CARD_SHARE, PROMPT_K, awriter_context
 from graphstore.recorded_files import is_gone
 from graphstore.splitting import FILE
 from graphstore.store import GraphStore
@@ -83,6 +86,11 @@ def _tool_errors() -> Iterator[None]:
     """The store's one-line errors as tool errors (anything else is the SDK's to report)."""
     try:
         yield
+    except StoreReplacedError as error:  # an agent cannot open it again: its server can
+        raise ToolError(
+            f"{error.path} was deleted or replaced since this server opened it: restart "
+            "`graphstore mcp` to serve the store there now"
+        ) from error
     except GraphStoreError as error:
         raise ToolError(str(error)) from error
 
@@ -114,12 +122,6 @@ class _Server(MCPServer):
             raise ToolError(f"{name}: {where}: {first['msg']}") from error.__cause__
 
 
-def _find(cards: list[Card], name: str) -> Card | None:
-    """The card named `name` or having it as an alias."""
-    wanted = card_id(name)
-    return next((c for c in cards if wanted in {card_id(n) for n in (c.name, *c.aliases)}), None)
-
-
 def card_json(card: Card, as_of_chapter: int | None) -> dict[str, Any]:
     """A card as an agent reads it: attribute values as they stand in `as_of_chapter`."""
     values = {
@@ -136,6 +138,16 @@ def card_json(card: Card, as_of_chapter: int | None) -> dict[str, Any]:
         "description": card.description,
         "as_of_chapter": as_of_chapter,
         "text": render_card(card, as_of_chapter),
+    }
+
+
+def _dropped(before: Card, after: Card) -> dict[str, list[str]]:
+    """The aliases and attribute names `before` had that `after`, which replaced it, has
+    not: an agent updating one attribute learns what it left out."""
+    attributes = {name for name, _ in after.attributes}
+    return {
+        "aliases": [alias for alias in before.aliases if alias not in after.aliases],
+        "attributes": [name for name, _ in before.attributes if name not in attributes],
     }
 
 
@@ -203,7 +215,7 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
     async def scene_context(
         scene: str,
         *,
-        budget: StrictCount = 1500,
+        budget: StrictCount = BUDGET,
         k: StrictCount = PROMPT_K,
         filter: dict[str, Any] | None = None,
         as_of_chapter: StrictCount | None = None,
@@ -251,10 +263,7 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
                     f"no card named that: a name is {len(name)} characters long, and names "
                     f"and aliases are at most {MAX_NAME}"
                 )
-            card = await aget_card(store, card_id(name))
-            if card is None and normalize_tag(name).startswith(f"{CARD}:"):  # an id, any case
-                card = await aget_card(store, card_id(name.strip()[len(CARD) + 1 :]))
-            card = card or _find(await astored_cards(store), name)
+            card = await afind_card(store, name)
             if card is None:
                 raise InvalidInputError(f"no card named {name!r}")
             return card_json(card, as_of_chapter)
@@ -286,9 +295,10 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
         attributes: dict[str, Any] | None = None,
         description: str = "",
     ) -> dict[str, Any]:
-        """Add or replace an entity's card (one kept in a file is refused: edit the file).
-        attributes maps a name to a value, or to a list of {"value": …, "chapter": N} for
-        values that change as the story goes on."""
+        """Add or replace an entity's card, whole (one kept in a file is refused: edit the
+        file).  attributes maps a name to a value, or to a list of {"value": …, "chapter":
+        N} for values that change as the story goes on.  Aliases and attributes the card
+        had and this call does not give are dropped: the answer lists them in `dropped`."""
         with _tool_errors():
             fields = {
                 "name": name,
@@ -298,8 +308,28 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
                 "description": description,
             }
             card = card_from_mapping(fields)
+            before = await aget_card(store, card.id)
             await awrite_cards(store, await aplan_cards(store, [card]))
-            return card_json(card, None)
+            answer = card_json(card, None)
+            if before is not None:
+                answer["dropped"] = _dropped(before, card)
+            return answer
+
+    @server.tool()
+    async def delete_card(name: str) -> dict[str, Any]:
+        """Remove an entity's card, found by name, alias or id (one kept in a file is
+        refused: delete it there).  Passages naming the entity keep their text."""
+        with _tool_errors():
+            card = await afind_card(store, name)
+            if card is None:
+                raise InvalidInputError(f"no card named {name!r}")
+            if card.file and not is_gone(card.file):
+                raise InvalidInputError(
+                    f"the card {card.name!r} is kept in {card.file}: delete it there and "
+                    "ingest the card folder again (an ingest would bring it back)"
+                )
+            await store.adelete([card.id])
+            return {"deleted": card.id, "name": card.name}
 
     return server
 

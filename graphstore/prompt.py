@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from graphstore.blank import is_blank
 from graphstore.card_store import anearest_cards
 from graphstore.cards import is_card
 from graphstore.chapters import as_of_filter, check_chapter
@@ -48,6 +49,8 @@ WORD = re.compile(r"[^\W\d_]+|\d+|[^\w\s]", re.UNICODE)
 DEFAULT_TEMPLATE = "[{number}] {citation} ({provenance})\n{text}"
 PROMPT_K = 12
 """Passages searched for a prompt; the budget decides how many fit."""
+BUDGET = 1500
+"""Tokens of a prompt's block by default."""
 DEFAULT_SEPARATOR = "\n\n"
 CARD_SHARE = 0.3
 """The cards' share of a prompt's budget by default; the passages get the rest."""
@@ -154,7 +157,7 @@ async def awriter_context(
     store: GraphStore,
     scene: str,
     *,
-    budget: int = 1500,
+    budget: int = BUDGET,
     k: int = PROMPT_K,
     filter: dict[str, Any] | None = None,
     count: TokenCounter = count_tokens,
@@ -174,7 +177,7 @@ async def awriter_context(
     check_writer_options(options)
     check_layout(budget, template, DEFAULT_SEPARATOR)
     check_fraction("card_share", card_share)
-    if not isinstance(scene, str) or not scene.strip():
+    if not isinstance(scene, str) or is_blank(scene):
         raise InvalidInputError("the scene must be a non-empty string")
     check_utf8("the scene", scene)
     vector = await store.aembed_query(scene)

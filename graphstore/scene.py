@@ -100,9 +100,10 @@ def scene_cards(cards: Sequence[Card], scene: str, hits: Sequence[Hit]) -> list[
 
 
 def card_entry(chosen: SceneCard, position: int, as_of_chapter: int | None) -> Entry:
-    """A scene card as a prompt entry, rendered as of `as_of_chapter` (latest when None)."""
+    """A scene card as a prompt entry, rendered as of `as_of_chapter` (latest when None);
+    an agent's card, kept in no file, is cited by its id alone (it read `card · card:…`)."""
     card = chosen.card
-    parts = [inline(card.source or "card"), inline(card.id)]
+    parts = [inline(card.source), inline(card.id)] if card.source else [inline(card.id)]
     if as_of_chapter is not None:
         parts.append(f"as of chapter {as_of_chapter}")
     text = render_card(card, as_of_chapter)

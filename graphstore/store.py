@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from graphstore.blank import is_blank
 from graphstore.errors import InvalidInputError, StorageError
 from graphstore.filters import EVERYTHING, parse_filter
 from graphstore.links import as_links
@@ -639,10 +640,17 @@ class GraphStore:
 
     async def aembed_query(self, query: str) -> list[float]:
         """The query's embedding from the store's model."""
-        if not isinstance(query, str) or not query.strip():
+        if not isinstance(query, str) or is_blank(query):
             raise InvalidInputError("the query must be a non-empty string or a vector")
         check_utf8("the query", query)
         return await embed_query(await self._checked_model(writing=False), query)
+
+    async def acheck_model(self) -> None:
+        """Refuse now a model this store's passages were not embedded with, as its first
+        search or write would: `graphstore mcp` started with the wrong one failed every call
+        instead of at its start.  A store given no model passes."""
+        if self.embeddings is not None:
+            await self._checked_model(writing=False)
 
     async def _query_vector(self, query: Query) -> Any:
         """A unit query vector: embedded when `query` is text, checked when it is a vector."""

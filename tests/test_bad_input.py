@@ -159,6 +159,11 @@ CASES = [
         "max_candidates_per_step must be between",
     ),
     Case("empty query", search(query=""), "the query must be a non-empty string"),
+    Case(  # str.strip keeps a zero-width space and a byte-order mark
+        "invisible query",
+        search(query="\u200b\ufeff \n"),
+        "the query must be a non-empty string",
+    ),
     Case(
         "traversal depth",
         lambda s: s.atraversal_search("q", depth=11),

@@ -265,6 +265,14 @@ def test_show_finds_a_card_by_its_name_as_written(tmp_path, capsys):
     assert shown.startswith("id: card:hero smith\nmetadata: {")
     metadata = json.loads(shown.splitlines()[1].removeprefix("metadata: "))
     assert metadata["source"] == "cards/hero.md"
+    (cards / "hero.md").write_text("---\nname: 陈默\naliases: [Chen Mo]\n---\nThe hero.\n")
+    store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(tmp_path / "s.db"))
+    asyncio.run(ingest(store, tmp_path, [], cards))
+    store.close()
+    for given in ("陈默", "Chen Mo", "card:Chen Mo"):  # no hint said a card had that name
+        capsys.readouterr()
+        assert main(["--store", str(tmp_path / "s.db"), "show", given]) == 2
+        assert capsys.readouterr().err.endswith(f"; {given} names the card card:陈默\n")
 
 
 def write(path: Path, text: str) -> Path:

@@ -353,6 +353,8 @@ def test_show_prints_links(ingested, capsys):
         (["prompt", "x", "--filter", "<=3"], "--filter expects KEY=VALUE"),
         (["prompt", "x", "--filter", "position in"], "--filter expects KEY=VALUE"),
         (["prompt", " "], "the scene must be a non-empty string"),
+        (["prompt", "\u200b"], "the scene must be a non-empty string"),
+        (["search", "\u200b"], "the query is empty"),
         (["search", " \t"], "the query is empty: give words to search for"),
         (["search", "x", "--as-of-chapter", "-1"], "--as-of-chapter must be an integer ≥ 0"),
         (["search", "x", "--filter", "book in a,"], "--filter list 'a,' has an empty value"),

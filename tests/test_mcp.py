@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from graphstore.embedded import EmbeddedStorage
+from graphstore.nodes import Node
 from graphstore.store import GraphStore
 from graphstore.testing.embeddings import KeyedEmbeddings
 from tests.conftest import BACKENDS, cassandra_contact
@@ -82,6 +83,7 @@ async def test_an_agent_builds_and_queries_a_world_over_mcp(store_url, tmp_path)
             "get_card",
             "put_passages",
             "put_card",
+            "delete_card",
         }
 
         card = structured(
@@ -130,7 +132,7 @@ async def test_an_agent_builds_and_queries_a_world_over_mcp(store_url, tmp_path)
         )
         assert context.startswith("## Cards")
         assert "孙悟空 (character; also 行者、悟空)" in context
-        assert "(named in the scene)" in context
+        assert "[1] card:孙悟空 (named in the scene)" in context  # no file: no "card · "
         assert "处境: 被唐僧贬回花果山" in context
         assert "## Passages" in context
         assert "西游记#27" in context
@@ -215,6 +217,16 @@ async def test_an_agent_builds_and_queries_a_world_over_mcp(store_url, tmp_path)
             "行者",
             "悟空",
         ]
+        # A card is replaced whole: the answer names what the agent left out.
+        replaced = {"name": "孙悟空", "aliases": ["行者"], "attributes": {"兵器": "金箍棒"}}
+        answer = structured(await client.call_tool("put_card", replaced))
+        assert answer["dropped"] == {"aliases": ["悟空"], "attributes": ["处境"]}
+        deleted = structured(await client.call_tool("delete_card", {"name": "行者"}))
+        assert deleted == {"deleted": "card:孙悟空", "name": "孙悟空"}
+        assert (await client.call_tool("get_card", {"name": "孙悟空"})).is_error
+        assert text_of(await client.call_tool("delete_card", {"name": "行者"})) == (
+            "no card named '行者'"
+        )
 
 
 async def test_put_passages_repairs_a_passage_row_that_cannot_be_read(tmp_path):
@@ -232,6 +244,41 @@ async def test_put_passages_repairs_a_passage_row_that_cannot_be_read(tmp_path):
     assert not repaired.is_error, text_of(repaired)
     stored = structured(await server.call_tool("get_passage", {"id": "p1"}))
     assert stored["metadata"] == {"chapter": 1}
+
+
+async def test_a_server_whose_store_file_was_replaced_says_to_restart_it(tmp_path):
+    """ "open the store again" asked the agent for what only whoever runs the server can do."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from graphstore.mcp_server import build_server
+
+    path = tmp_path / "s.db"
+    server = build_server(GraphStore(KeyedEmbeddings(dimension=4), EmbeddedStorage(path)))
+    passage = {"id": "p1", "text": "alpha"}
+    assert not (await server.call_tool("put_passages", {"passages": [passage]})).is_error
+    path.unlink()
+    GraphStore(KeyedEmbeddings(dimension=4), EmbeddedStorage(path)).close()  # a new ingest
+    with pytest.raises(ToolError) as error:
+        await server.call_tool("get_passage", {"id": "p1"})
+    assert str(error.value) == (
+        f"{path} was deleted or replaced since this server opened it: restart `graphstore mcp` "
+        "to serve the store there now"
+    )
+
+
+def test_a_server_given_another_model_than_its_stores_is_refused_at_its_start(tmp_path, capsys):
+    """The command line refuses a wrong `--model` at its search; a server started with one
+    served, and failed every call."""
+    from graphstore.cli import main
+
+    path = tmp_path / "s.db"
+    store = GraphStore(KeyedEmbeddings(dimension=4), EmbeddedStorage(path))
+    store.add_nodes([Node("p1", "alpha", {}, frozenset())])
+    store.close()
+    assert main(["--store", str(path), "--model", "minilm", "mcp"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("graphstore: error: this store's passages were embedded with ")
+    assert error.count("\n") == 1
 
 
 async def test_get_card_takes_the_id_a_search_returns(tmp_path):
@@ -295,6 +342,30 @@ async def test_a_passage_ingested_from_a_file_is_the_files_to_change(tmp_path):
     with pytest.raises(ToolError, match=r"^d#2: metadata 'file' marks passages ingested"):
         await server.call_tool("put_passages", {"passages": [claimed]})
     assert await store.aget(["d#2"]) == []
+
+
+async def test_a_card_kept_in_a_file_is_the_files_to_delete(tmp_path):
+    """`delete_card` refuses a card whose file still exists, as `put_card` does: the next
+    ingest of the card folder would bring it back."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from graphstore.card_store import aget_card, aingest_with_cards
+    from graphstore.mcp_server import build_server
+
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    (cards / "lin.yaml").write_text("name: 林小雨\n", encoding="utf-8")
+    store = GraphStore(KeyedEmbeddings(dimension=4), EmbeddedStorage(":memory:"))
+    await aingest_with_cards(store, [], cards, linkers=[], root=tmp_path)
+    server = build_server(store)
+    with pytest.raises(ToolError, match=r"^the card '林小雨' is kept in .*lin\.yaml: delete it"):
+        await server.call_tool("delete_card", {"name": "林小雨"})
+    assert await aget_card(store, "card:林小雨") is not None
+    (cards / "lin.yaml").unlink()
+    assert structured(await server.call_tool("delete_card", {"name": "card:林小雨"}))[
+        "deleted"
+    ] == ("card:林小雨")
+    assert await aget_card(store, "card:林小雨") is None
 
 
 INITIALIZE = {
