@@ -113,9 +113,9 @@ async def aget_card(store: GraphStore, node_id: str) -> Card | None:
     return card_from_node(nodes[0]) if nodes and is_card(nodes[0]) else None
 
 
-async def afind_card(store: GraphStore, name: str) -> Card | None:
+async def afind_card(store: GraphStore, name: str, *, by_alias: bool = True) -> Card | None:
     """The stored card `name` names: by its name, its id (`card:…`, as a search returns it,
-    in any case) or one of its aliases (a scan of the cards)."""
+    in any case) or, `by_alias`, one of its aliases (a scan of the store's ids)."""
     names = [name]
     if normalize_tag(name).startswith(f"{CARD}:"):
         names.append(name.strip()[len(CARD) + 1 :])
@@ -123,6 +123,8 @@ async def afind_card(store: GraphStore, name: str) -> Card | None:
         card = await aget_card(store, card_id(given))
         if card is not None:
             return card
+    if not by_alias:
+        return None
     wanted = {card_id(given) for given in names}
     cards = await astored_cards(store)
     return next((c for c in cards if wanted & {card_id(n) for n in (c.name, *c.aliases)}), None)

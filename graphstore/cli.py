@@ -581,6 +581,8 @@ async def _run(args: argparse.Namespace) -> int:
             check_max_chars(args.max_chars)
         if "links" in given:
             _link_names(IngestOptions(**given))
+        if "names" in given:
+            _names(given["names"])
     metadata_filter = filter_of(getattr(args, "filter", []))  # checked before anything runs
     if args.model is not None and not args.model.strip():
         raise InvalidInputError("--model is empty: give minilm, e5 or a model folder")
@@ -713,7 +715,7 @@ async def _stored_id(store: GraphStore, node_id: str, shown: str) -> str:
                 return name
         except CorruptRowError:
             return name
-    card = await afind_card(store, node_id)
+    card = await afind_card(store, node_id, by_alias=False)  # an alias: a scan of every id
     hint = f"; {inline(node_id)} names the card {inline(card_id(card.name))}" if card else ""
     raise InvalidInputError(f"no passage with id {_quoted_id(node_id)} in {shown}{hint}")
 

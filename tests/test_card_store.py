@@ -269,10 +269,9 @@ def test_show_finds_a_card_by_its_name_as_written(tmp_path, capsys):
     store = GraphStore(KeyedEmbeddings(dimension=8), EmbeddedStorage(tmp_path / "s.db"))
     asyncio.run(ingest(store, tmp_path, [], cards))
     store.close()
-    for given in ("陈默", "Chen Mo", "card:Chen Mo"):  # no hint said a card had that name
-        capsys.readouterr()
-        assert main(["--store", str(tmp_path / "s.db"), "show", given]) == 2
-        assert capsys.readouterr().err.endswith(f"; {given} names the card card:陈默\n")
+    capsys.readouterr()
+    assert main(["--store", str(tmp_path / "s.db"), "show", "陈默"]) == 2
+    assert capsys.readouterr().err.endswith("; 陈默 names the card card:陈默\n")  # no hint was
 
 
 def write(path: Path, text: str) -> Path:
