@@ -579,10 +579,10 @@ async def _run(args: argparse.Namespace) -> int:
         given = _given_ingest_options(args)
         if "max_chars" in given:
             check_max_chars(args.max_chars)
-        if "links" in given:
+        if "links" in given:  # else from the record, checked once it is read
             _link_names(IngestOptions(**given))
-        if "names" in given:
-            _names(given["names"])
+            if "names" in given:
+                _names(given["names"])
     metadata_filter = filter_of(getattr(args, "filter", []))  # checked before anything runs
     if args.model is not None and not args.model.strip():
         raise InvalidInputError("--model is empty: give minilm, e5 or a model folder")
@@ -795,15 +795,25 @@ async def _ingest(args: argparse.Namespace, store: GraphStore, shown: str) -> No
     """`graphstore ingest`: files and cards, then one summary line."""
     from tqdm import tqdm
 
-    options, taken = resolved(
-        _given_ingest_options(args), await recorded_options(store, args.paths)
-    )
+    recorded, beside = await recorded_options(store, args.paths, args.root)
+    options, taken, passed_over = resolved(_given_ingest_options(args), recorded)
+    whose = "the files beside them were" if beside else "these files were"
     if taken:
+        print(f"graphstore: as {whose} ingested before: {options.flags(taken)}", file=sys.stderr)
+    if passed_over:
         print(
-            f"graphstore: as these files were ingested before: {options.flags(taken)}",
+            f"graphstore: --links given: not taking {passed_over} from the earlier ingest of "
+            f"{whose.removesuffix(' were')} (give it again to keep it)",
             file=sys.stderr,
         )
-    linkers = _linkers(options)
+    try:
+        linkers = _linkers(options)
+    except InvalidInputError as error:  # a names file moved since: the user never typed it
+        if "names" not in taken:
+            raise
+        raise InvalidInputError(
+            f"{error} (--names as {whose} ingested before: give --names, or --links)"
+        ) from error
     bar = tqdm(unit="passage", desc="ingest", disable=not sys.stderr.isatty())
     report = await aingest_with_cards(
         store,

@@ -45,6 +45,7 @@ from graphstore.nodes import SUFFIXES, Node, passage_source
 from graphstore.recorded_files import (
     check_ids_free,
     file_scopes,
+    is_gone,
     other_names,
     recorded_within,
     scopes_of,
@@ -150,6 +151,31 @@ def check_sources_differ(files: Iterable[tuple[Path, str]]) -> None:
                 f"{source} names two files in passage ids: one whose name holds bytes that "
                 "are not UTF-8, written \\xNN, and one whose name spells them out; rename one"
             )
+
+
+def replaced_passages(
+    stored: Mapping[str, str],
+    paths: Sequence[Path],
+    files: Sequence[tuple[Path, str]],
+    cards: Sequence[Path] = (),
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The stored passages (id -> recorded file) an ingest of `files` (path, source name)
+    and card files `cards` from `paths` overwrites or finds stale, with the recorded files
+    it reads under another name (old name -> new): the passages recorded within the paths;
+    those of a file it reads under another name (a link to it or to a folder above it, an
+    earlier root), a card file's only within the paths, as under its own name; and those
+    of a source name it writes whose file is gone (its folder moved, ingested again with a
+    `--root` that names it alike: the tail past the new end was left behind)."""
+    before = recorded_within(stored, scopes_of(paths))
+    renamed = other_names(stored.values(), [path for path, _ in files])
+    renamed |= other_names(before.values(), cards)
+    sources = {source for _, source in files}
+    before.update(
+        (node_id, file)
+        for node_id, file in stored.items()
+        if file in renamed or (passage_source(node_id) in sources and is_gone(file))
+    )
+    return before, renamed
 
 
 def check_found(
@@ -415,13 +441,10 @@ async def ingest(
     if page_linkers:
         titles = page_titles(files, stored)
         linkers = [*linkers, *(make(titles) for make in page_linkers)]
-    texts, cards = [path for path, _ in files], [Path(file) for file in card_files]
-    read = [*texts, *cards]  # a card file is no text: what was stored from it as text is stale
+    cards = [Path(file) for file in card_files]
+    read = [*(path for path, _ in files), *cards]  # a card file is no text: its text is stale
     versions = {path: file_version(path) for path in read}
-    # A file read under a new name leaves its passages under the old one stale; a card
-    # file's, as under its own name, only within the paths ingested.
-    renamed = other_names(stored.values(), texts) | other_names(before.values(), cards)
-    before.update((node_id, file) for node_id, file in stored.items() if file in renamed)
+    before, renamed = replaced_passages(stored, paths, files, cards)
     planned: dict[str, str] = {}
     for passage in read_all(files, max_chars):
         try:

@@ -13,11 +13,14 @@ record (`--names` of `mentions` would not apply to `keywords`).
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from graphstore.errors import InvalidInputError
+from graphstore.ingest import discover, replaced_passages
 from graphstore.inline import inline
 from graphstore.recorded_files import recorded_within, scopes_of, stored_files
 from graphstore.splitting import MAX_CHARS
@@ -25,7 +28,8 @@ from graphstore.store import GraphStore
 
 INGEST_OPTIONS = "ingest_options"
 """The metadata key of the options a passage was ingested with (`IngestOptions.record`)."""
-DEFAULT_LINKS = "hyperlinks,hierarchy"
+DEFAULT_LINKS = "hierarchy,hyperlinks"
+"""The link kinds of an ingest given none, as `normalized_links` writes them."""
 LINK_OPTIONS = ("links", "names", "gliner_model", "entity_labels", "max_tag_df")
 """The options that say how passages are linked, taken from the record together."""
 PATH_OPTIONS = ("names", "gliner_model")
@@ -62,13 +66,19 @@ class IngestOptions:
         return recorded
 
     def flags(self, names: Iterable[str]) -> str:
-        """The command-line flags of the options `names`, those set, as one would type them."""
+        """The command-line flags of the options `names`, those set, as one would type them
+        (a value shell-quoted when it must be)."""
         values = asdict(self)
         return " ".join(
-            f"{FLAGS[name]} {inline(str(values[name]))}"
+            f"{FLAGS[name]} {_quoted(str(values[name]))}"
             for name in names
             if values[name] is not None
         )
+
+
+def _quoted(value: str) -> str:
+    """`value` as a shell reads it back, or JSON-quoted when it does not print on one line."""
+    return shlex.quote(value) if value.isprintable() else inline(value)
 
 
 DEFAULTS = asdict(IngestOptions())
@@ -92,46 +102,94 @@ def from_record(value: object) -> IngestOptions | None:
     for name, given in value.items():
         if isinstance(given, bool) or not isinstance(given, kinds[name]):
             return None
-    return IngestOptions(**value)
+    return IngestOptions(**{**value, "links": normalized_links(value["links"])})
 
 
-def resolved(
-    given: Mapping[str, object], recorded: Collection[IngestOptions]
-) -> tuple[IngestOptions, list[str]]:
-    """The options an ingest runs with: those `given` (by field name), the others as every
-    option in `recorded` says, or their defaults when nothing is recorded; with the names of
-    the options taken from the record.  Recorded options that differ where nothing is given
-    are a one-line error: which to use is the user's to say."""
+class Resolution(NamedTuple):
+    """The options an ingest runs with, and what it says about them on stderr."""
+
+    options: IngestOptions
+    taken: list[str]
+    """The options taken from the record whose value is not the default."""
+    passed_over: str
+    """The flags of options the record holds that `--links` given leaves out (its
+    companions), or ''."""
+
+
+def resolved(given: Mapping[str, object], recorded: Mapping[IngestOptions, str]) -> Resolution:
+    """The options an ingest runs with: those `given` (by field name), the others as the
+    options `recorded` (each with a file of theirs) say, or their defaults when nothing is
+    recorded.  Recorded options that differ where nothing is given are a one-line error
+    naming both and a file of each: which to use is the user's to say."""
+    if "links" in given:
+        given = {**given, "links": normalized_links(str(given["links"]))}
     chosen = IngestOptions(**given)  # type: ignore[arg-type]
-    taken: list[str] = []
     groups = [group for group in (LINK_OPTIONS, ("max_chars",)) if group[0] not in given]
-    for group in groups:
-        values = sorted(
-            {tuple(getattr(options, name) for name in group) for options in recorded}, key=repr
+    open_fields = [name for group in groups for name in group if name not in given]
+    kinds = {_values(options, open_fields): (options, file) for options, file in recorded.items()}
+    if len(kinds) > 1:
+        (one, one_file), (other, other_file) = sorted(kinds.values(), key=repr)[:2]
+        differing = [name for name in open_fields if getattr(one, name) != getattr(other, name)]
+        needed = [FLAGS[group[0]] for group in groups if set(group) & set(differing)]
+        raise InvalidInputError(
+            "the passages of these files were ingested with different options: "
+            f"{one.flags(differing) or 'none'} ({inline(one_file)}) and "
+            f"{other.flags(differing) or 'none'} ({inline(other_file)}); give "
+            f"{' and '.join(needed)} to say how to ingest them now"
         )
-        if len(values) > 1:
-            shown = [IngestOptions(**dict(zip(group, value, strict=True))) for value in values]
-            flags = " and ".join(options.flags(group) for options in shown[:2])
-            raise InvalidInputError(
-                f"the passages of these files were ingested with different options ({flags}): "
-                f"give {FLAGS[group[0]]} to say how to ingest them now"
-            )
-        if values:
-            kept = {
-                name: value
-                for name, value in zip(group, values[0], strict=True)
-                if name not in given
-            }
-            chosen = replace(chosen, **kept)
-            taken.extend(name for name, value in kept.items() if value != DEFAULTS[name])
-    return chosen, taken
+    if not kinds:
+        return Resolution(chosen, [], "")
+    ((recorded_options, _),) = kinds.values()
+    kept = {name: getattr(recorded_options, name) for name in open_fields}
+    taken = [name for name, value in kept.items() if value != DEFAULTS[name]]
+    passed_over = ""
+    if "links" in given:
+        passed_over = recorded_options.flags(name for name in LINK_OPTIONS if name not in given)
+    return Resolution(replace(chosen, **kept), taken, passed_over)
 
 
-async def recorded_options(store: GraphStore, paths: Sequence[Path]) -> list[IngestOptions]:
-    """The options recorded by the passages stored from files within `paths`."""
-    within = recorded_within(await stored_files(store), scopes_of(paths))
-    if not within:
-        return []
+def _values(options: IngestOptions, names: Sequence[str]) -> tuple[object, ...]:
+    return tuple(getattr(options, name) for name in names)
+
+
+def normalized_links(links: str) -> str:
+    """`--links` as recorded and compared: its extractors sorted, once each, no spaces
+    (`hierarchy, hyperlinks` and `hyperlinks,hierarchy` are one set)."""
+    names = {name.strip() for name in links.split(",")} - {""}
+    return ",".join(sorted(names))
+
+
+async def recorded_options(
+    store: GraphStore, paths: Sequence[Path], root: Path | None = None
+) -> tuple[dict[IngestOptions, str], bool]:
+    """The options recorded by the passages an ingest of `paths` overwrites or removes
+    (`ingest.replaced_passages`: also a file's under an earlier name, and a moved file's),
+    each with a file of theirs; when there are none, those recorded by the passages of the
+    folders holding the paths (a file new to a folder), and True.  A recorded file
+    shortens to its path relative to the current folder when inside it."""
+    stored = await stored_files(store)
+    found = discover(paths, root, store.storage.local_files)
+    replaced, _ = replaced_passages(stored, paths, found.files)
+    beside = not replaced
+    if beside:
+        replaced = recorded_within(stored, scopes_of(_folders_of(paths)))
+    if not replaced:
+        return {}, False
     values = await store.ametadata_values(INGEST_OPTIONS)
-    found = (from_record(values.get(node_id)) for node_id in within)
-    return [options for options in found if options is not None]
+    recorded: dict[IngestOptions, str] = {}
+    for node_id, file in sorted(replaced.items()):
+        options = from_record(values.get(node_id))
+        if options is not None:
+            recorded.setdefault(options, _shown(file))
+    return recorded, beside
+
+
+def _folders_of(paths: Iterable[Path]) -> set[Path]:
+    """The folder holding each path."""
+    return {Path(os.path.abspath(path)).parent for path in paths}
+
+
+def _shown(file: str) -> str:
+    """A recorded file as an error names it: relative to the current folder when inside."""
+    relative = os.path.relpath(file)
+    return file if relative.startswith("..") else relative

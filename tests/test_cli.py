@@ -641,11 +641,82 @@ def test_files_ingested_with_other_options_are_not_ingested_together_unsaid(tmp_
     both = ["--store", str(tmp_path / "s.db"), "ingest", str(tmp_path / "a"), str(tmp_path / "b")]
     assert main(both) == 2
     assert capsys.readouterr().err == (
-        "graphstore: error: the passages of these files were ingested with different options "
-        "(--links hierarchy and --links none): give --links to say how to ingest them now\n"
+        "graphstore: error: the passages of these files were ingested with different options: "
+        f"--links hierarchy ({tmp_path / 'b/t.md'}) and --links none ({tmp_path / 'a/t.md'}); "
+        "give --links to say how to ingest them now\n"
     )
     assert _stored(tmp_path / "s.db") == before
     assert main([*both, "--links", "hierarchy"]) == 0
+
+
+def test_files_reached_by_another_name_keep_the_options_they_were_ingested_with(
+    tmp_path, capsys, monkeypatch
+):
+    """The record was looked up by the recorded path alone: a folder moved and ingested
+    again under the same `--root`, or through a link, was split and linked by the defaults,
+    and a moved file's passages past its new end stayed beside the new ones."""
+    monkeypatch.chdir(tmp_path)
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "f.txt").write_text("Alice met Bob at the mill.\n\nBob told Alice about the river.\n")
+    (tmp_path / "names.txt").write_text("Alice\nBob\n")
+    store = ["--store", str(tmp_path / "s.db"), "ingest"]
+    first = ["--links", "mentions", "--names", "names.txt", "--max-chars", "40"]
+    assert main([*store, "--root", "kb", "kb", *first]) == 0
+    before = _stored(tmp_path / "s.db")
+    assert sorted(before) == ["f.txt#0", "f.txt#1"]
+    kb.rename(tmp_path / "kb2")
+    (tmp_path / "kb2" / "f.txt").write_text("Alice met Bob.\n")
+    capsys.readouterr()
+    assert main([*store, "--root", "kb2", "kb2"]) == 0
+    assert "as these files were ingested before: --links mentions" in capsys.readouterr().err
+    after = _stored(tmp_path / "s.db")
+    assert sorted(after) == ["f.txt#0"]  # f.txt#1, of the file moved, is stale
+    assert Link.bidir("mention", "alice") in after["f.txt#0"].links
+    (tmp_path / "link").symlink_to(tmp_path / "kb2")
+    assert main([*store, "link"]) == 0
+    assert "--max-chars 40" in capsys.readouterr().err
+    assert [node.links for node in _stored(tmp_path / "s.db").values()] == [after["f.txt#0"].links]
+
+
+def test_a_file_new_to_a_folder_takes_the_options_of_the_files_beside_it(tmp_path, capsys):
+    """Ingested alone, it got the defaults, and the next ingest of its folder was refused
+    for the folder's files differing."""
+    folder = tmp_path / "book"
+    folder.mkdir()
+    (folder / "one.txt").write_text("Alice met Bob.\n")
+    store = ["--store", str(tmp_path / "s.db"), "ingest"]
+    assert main([*store, str(folder), "--links", "none", "--max-chars", "300"]) == 0
+    (folder / "two.txt").write_text("Bob met Alice.\n")
+    capsys.readouterr()
+    assert main([*store, str(folder / "two.txt")]) == 0
+    assert capsys.readouterr().err == (
+        "graphstore: as the files beside them were ingested before: --links none --max-chars 300\n"
+    )
+    assert main([*store, str(folder)]) == 0
+
+
+def test_links_given_say_which_recorded_options_they_leave_out(tmp_path, capsys):
+    """`--links` given takes none of its companions from the record: a `--max-tag-df`
+    recorded stopped applying, and nothing said so."""
+    folder = tmp_path / "book"
+    folder.mkdir()
+    (folder / "one.txt").write_text("Alice met Bob.\n")
+    names = tmp_path / "names.txt"
+    names.write_text("Alice\nBob\n")
+    store = ["--store", str(tmp_path / "s.db"), "ingest", str(folder)]
+    assert main([*store, "--links", "mentions", "--names", str(names), "--max-tag-df", "0.9"]) == 0
+    capsys.readouterr()
+    assert main([*store, "--links", "mentions", "--names", str(names)]) == 0
+    assert capsys.readouterr().err == (
+        "graphstore: --links given: not taking --max-tag-df 0.9 from the earlier ingest of "
+        "these files (give it again to keep it)\n"
+    )
+    names.unlink()  # the recorded names file gone: the error says where it came from
+    assert main(store) == 2
+    assert capsys.readouterr().err.endswith(
+        "(--names as these files were ingested before: give --names, or --links)\n"
+    )
 
 
 def test_an_alias_naming_two_entities_in_a_names_file_is_refused(tmp_path, capsys):
