@@ -53,6 +53,23 @@ def filter_value(text: str) -> Scalar:
     return text
 
 
+def _items(text: str) -> list[str]:
+    """`text` split at the commas outside double quotes: `"a,b",c` is `"a,b"` and `c` (a
+    quoted value holding a comma was cut in two, and matched nothing)."""
+    items, start, quoted, escaped = [], 0, False, False
+    for index, char in enumerate(text):
+        if escaped:
+            escaped = False
+        elif quoted and char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char == "," and not quoted:
+            items.append(text[start:index])
+            start = index + 1
+    return [*items, text[start:]]
+
+
 def _values(text: str) -> list[Scalar]:
     try:
         listed = json.loads(text)
@@ -60,7 +77,7 @@ def _values(text: str) -> list[Scalar]:
         listed = None
     if isinstance(listed, list):
         return [filter_value(json.dumps(item, ensure_ascii=False)) for item in listed]
-    items = [item.strip() for item in text.split(",")]
+    items = [item.strip() for item in _items(text)]
     if not all(items):  # `book in ,`, `book in a,`
         raise InvalidInputError(f"--filter list {text!r} has an empty value (write '\"\"' for it)")
     return [filter_value(item) for item in items]

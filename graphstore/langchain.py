@@ -22,6 +22,7 @@ retriever's default.
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -29,6 +30,7 @@ from langchain_community.graph_vectorstores.base import GraphVectorStore, GraphV
 from langchain_community.graph_vectorstores.base import Node as LangChainNode
 from langchain_community.graph_vectorstores.links import METADATA_LINKS_KEY
 from langchain_community.graph_vectorstores.links import Link as LangChainLink
+from langchain_core._api import LangChainBetaWarning
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
     CallbackManagerForRetrieverRun,
@@ -168,6 +170,9 @@ PROVENANCE_KEYS = frozenset(
     {"similarity_score", "score", "mmr_score", "depth", "via", "path", "raised_by"}
 )
 """The metadata keys a graph search result gains (where the document has none of its own)."""
+warnings.filterwarnings("ignore", category=LangChainBetaWarning, module=__name__)
+"""The documents this store returns carry LangChain's `Link`s, a class marked beta: every
+search of a linked store warned so, about a choice the caller did not make."""
 
 
 def node_to_document(node: Node, extra: dict[str, Any] | None = None) -> Document:

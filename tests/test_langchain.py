@@ -9,7 +9,10 @@ import asyncio
 import json
 import math
 import re
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 from types import MappingProxyType
 
 import pytest
@@ -39,6 +42,7 @@ from graphstore.strategy import DEFAULT, MAX_K
 from graphstore.testing.embeddings import KeyedEmbeddings
 
 warnings.filterwarnings("ignore", message=".*GraphVectorStore.*deprecated.*")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class CallableEmbeddings(Embeddings):
@@ -128,6 +132,26 @@ class TestGraphRetrieverAdapter(AdapterComplianceSuite):
 @pytest.fixture
 def vectorstore(backend):
     return GraphStoreVectorStore(DeterministicFakeEmbedding(size=8), backend)
+
+
+def test_a_search_of_a_linked_store_does_not_warn_that_langchains_link_is_beta(tmp_path):
+    """Every result carries LangChain `Link`s, a class marked beta: a search printed
+    `LangChainBetaWarning: The class Link is in beta` about a choice the caller never made.
+    Run as a user runs it, with Python's default warning filters (pytest's show them all)."""
+    script = (
+        "from langchain_core.documents import Document\n"
+        "from graphstore.langchain import GraphStoreVectorStore\n"
+        "from graphstore.testing.embeddings import KeyedEmbeddings\n"
+        "store = GraphStoreVectorStore(KeyedEmbeddings(dimension=4))\n"
+        "links = {'links': [{'kind': 'kw', 'direction': 'bidir', 'tag': 't'}]}\n"
+        "store.add_documents([Document('alpha', metadata=links, id='a')])\n"
+        "print(store.similarity_search('alpha', k=1)[0].metadata['links'])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert "Link(kind='kw'" in done.stdout
+    assert "beta" not in done.stderr
 
 
 def test_add_documents_honours_ids_and_round_trips_exactly(vectorstore):

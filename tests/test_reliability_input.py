@@ -977,6 +977,15 @@ def test_a_filter_number_in_full_width_digits_is_the_number():
     assert filter_of(['s="２"']) == {"s": "２"}  # quoted: the text, as for ASCII digits
 
 
+def test_a_quoted_value_in_a_filter_list_keeps_its_commas():
+    """`links in "hyperlinks,hierarchy",none` was cut at every comma, quotes and all, into
+    three values that matched nothing."""
+    assert filter_of(['links in "hyperlinks,hierarchy",none, "a\\"b,c"']) == {
+        "links": {"$in": ["hyperlinks,hierarchy", "none", 'a"b,c']}
+    }
+    assert filter_of(["n not in 1,2"]) == {"n": {"$nin": [1, 2]}}
+
+
 @pytest.mark.parametrize(
     ("expression", "message"),
     [
