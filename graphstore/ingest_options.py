@@ -5,9 +5,10 @@ silently replaced every mention link with the default kinds, and one that forgot
 `--max-chars` re-split every file.
 
 An option given on the command line wins; one not given takes the value recorded in the
-passages stored from files within the paths ingested, or its default when none records
-one.  The link options go together: `--links` given takes none of the others from the
-record (`--names` of `mentions` would not apply to `keywords`).
+passages the ingest overwrites or removes (`ingest.replaced_passages`), or for a file new
+to the store in those of the files of its folder, or its default when none records one.
+The link options go together: `--links` given takes none of the others from the record
+(`--names` of `mentions` would not apply to `keywords`).
 """
 
 from __future__ import annotations
@@ -165,8 +166,9 @@ async def recorded_options(
     """The options recorded by the passages an ingest of `paths` overwrites or removes
     (`ingest.replaced_passages`: also a file's under an earlier name, and a moved file's),
     each with a file of theirs; when there are none, those recorded by the passages of the
-    folders holding the paths (a file new to a folder), and True.  A recorded file
-    shortens to its path relative to the current folder when inside it."""
+    folders holding the files given (a file new to a folder, not a new folder: its
+    neighbours may be another book), and True.  A recorded file shortens to its path
+    relative to the current folder when inside it."""
     stored = await stored_files(store)
     found = discover(paths, root, store.storage.local_files)
     replaced, _ = replaced_passages(stored, paths, found.files)
@@ -185,8 +187,8 @@ async def recorded_options(
 
 
 def _folders_of(paths: Iterable[Path]) -> set[Path]:
-    """The folder holding each path."""
-    return {Path(os.path.abspath(path)).parent for path in paths}
+    """The folder holding each path that is a file."""
+    return {Path(os.path.abspath(path)).parent for path in paths if os.path.isfile(path)}
 
 
 def _shown(file: str) -> str:

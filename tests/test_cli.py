@@ -694,6 +694,17 @@ def test_a_file_new_to_a_folder_takes_the_options_of_the_files_beside_it(tmp_pat
         "graphstore: as the files beside them were ingested before: --links none --max-chars 300\n"
     )
     assert main([*store, str(folder)]) == 0
+    other = tmp_path / "notes"  # a new folder beside it is no part of it: the defaults
+    other.mkdir()
+    (other / "n.txt").write_text("A note.\n")
+    capsys.readouterr()
+    assert main([*store, str(other)]) == 0
+    assert capsys.readouterr().err == ""
+    (note,) = [n for n in _stored(tmp_path / "s.db").values() if n.id.endswith("n.txt#0")]
+    assert note.metadata["ingest_options"] == {
+        "links": "hierarchy,hyperlinks",
+        "max_chars": 1000,
+    }
 
 
 def test_links_given_say_which_recorded_options_they_leave_out(tmp_path, capsys):
