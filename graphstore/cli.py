@@ -63,7 +63,7 @@ from graphstore.location import (
 from graphstore.models import E5Model, load_model, load_recorded
 from graphstore.nodes import Hit, Node, candidate_json, hit_json
 from graphstore.prompt import BUDGET, CARD_SHARE, DEFAULT_TEMPLATE, PROMPT_K, awriter_context
-from graphstore.recorded_files import gone_files, ingested_from, recorded_files
+from graphstore.recorded_files import gone_files, ingested_from, recorded_files, stored_files
 from graphstore.redaction import redact
 from graphstore.splitting import MAX_CHARS, check_max_chars, read_text
 from graphstore.storage import StoreStats
@@ -795,7 +795,8 @@ async def _ingest(args: argparse.Namespace, store: GraphStore, shown: str) -> No
     """`graphstore ingest`: files and cards, then one summary line."""
     from tqdm import tqdm
 
-    recorded, beside = await recorded_options(store, args.paths, args.root)
+    stored = await stored_files(store)  # read once: the ingest needs it too
+    recorded, beside = await recorded_options(store, stored, args.paths, args.root)
     options, taken, passed_over = resolved(_given_ingest_options(args), recorded)
     whose = "the files beside them were" if beside else "these files were"
     if taken:
@@ -827,6 +828,7 @@ async def _ingest(args: argparse.Namespace, store: GraphStore, shown: str) -> No
         on_plan=lambda total: setattr(bar, "total", total),
         on_batch=bar.update,
         metadata={INGEST_OPTIONS: options.record()},
+        stored=stored,
     )
     bar.close()
     if report.skipped:

@@ -413,6 +413,7 @@ async def ingest(
     card_files: Collection[str] = (),
     page_linkers: Sequence[PageLinker] = (),
     metadata: Mapping[str, object] = {},
+    stored: Mapping[str, str] | None = None,
 ) -> IngestReport:
     """Split, link, embed and store the files under `paths` (but `card_files`, read as
     cards by `graphstore.card_store`: a card folder inside a story folder is not story, and
@@ -428,13 +429,16 @@ async def ingest(
     is refused before anything is written (`check_ids_free`).  `page_linkers` are made
     into linkers with the titles of the pages this ingest reads and of those stored before.
     `metadata` is stored in every passage beside what it takes from its file (`to_node`):
-    the command records its options there (`graphstore.ingest_options`).
+    the command records its options there (`graphstore.ingest_options`).  `stored` is
+    `stored_files(store)` when the caller read it already (a scan of every passage's
+    metadata: the command reads it to find the options recorded).
     """
     clash = sorted(PASSAGE_KEYS & set(metadata))
     if clash:
         raise InvalidInputError(f"metadata {clash[0]!r} is a passage's own: use another key")
     found = discover(paths, root, store.storage.local_files, card_files)
-    stored = await stored_files(store)
+    if stored is None:
+        stored = await stored_files(store)
     before = recorded_within(stored, scopes_of(paths))
     check_found(paths, found, before, [recorded_file(Path(file)) for file in card_files])
     files, skipped = found

@@ -23,7 +23,7 @@ from typing import NamedTuple
 from graphstore.errors import InvalidInputError
 from graphstore.ingest import discover, replaced_passages
 from graphstore.inline import inline
-from graphstore.recorded_files import recorded_within, scopes_of, stored_files
+from graphstore.recorded_files import recorded_within, scopes_of
 from graphstore.splitting import MAX_CHARS
 from graphstore.store import GraphStore
 
@@ -161,15 +161,15 @@ def normalized_links(links: str) -> str:
 
 
 async def recorded_options(
-    store: GraphStore, paths: Sequence[Path], root: Path | None = None
+    store: GraphStore, stored: Mapping[str, str], paths: Sequence[Path], root: Path | None = None
 ) -> tuple[dict[IngestOptions, str], bool]:
     """The options recorded by the passages an ingest of `paths` overwrites or removes
-    (`ingest.replaced_passages`: also a file's under an earlier name, and a moved file's),
+    (`ingest.replaced_passages` of `stored`, the store's `stored_files`: also a file's under
+    an earlier name, and a moved file's),
     each with a file of theirs; when there are none, those recorded by the passages of the
     folders holding the files given (a file new to a folder, not a new folder: its
     neighbours may be another book), and True.  A recorded file shortens to its path
     relative to the current folder when inside it."""
-    stored = await stored_files(store)
     found = discover(paths, root, store.storage.local_files)
     replaced, _ = replaced_passages(stored, paths, found.files)
     beside = not replaced
