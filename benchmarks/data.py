@@ -23,7 +23,10 @@ from benchmarks.common import CACHE
 from graphstore.links import Link
 from graphstore.nodes import Node
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(
+    os.environ.get("GRAPHSTORE_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
+)
+"""The public data sets: `../shared/data` beside the repository, or `GRAPHSTORE_DATA`."""
 HOTPOT = DATA / "hotpotqa"
 WIKI_DEV = DATA / "2wikimultihopqa"
 WIKI = DATA / "graph-rag" / "para_with_hyperlink_short.jsonl"
@@ -40,13 +43,25 @@ class Passage:
     """Titles the passage links to by a hyperlink in the source (2WikiMultiHopQA only)."""
 
 
+def read_data(path: Path) -> str:
+    """The text of a data file, or a one-line exit saying where the data sets were looked
+    for (a clone elsewhere than beside `shared/` met a FileNotFoundError traceback)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SystemExit(
+            f"benchmarks: no {path}: the data sets are read from {DATA} "
+            "(../shared/data beside the repository; GRAPHSTORE_DATA names another folder)"
+        ) from None
+
+
 def _key(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
 def hotpot_passages() -> list[Passage]:
     """The 994 HotpotQA passages (sentences joined), in file order."""
-    corpus = json.loads((HOTPOT / "hotpotqa_train_corpus.json").read_text())
+    corpus = json.loads(read_data(HOTPOT / "hotpotqa_train_corpus.json"))
     return [Passage(title, "".join(sentences).strip()) for title, sentences in corpus.items()]
 
 
@@ -60,7 +75,7 @@ def _questions(path: Path) -> list[dict[str, Any]]:
             "gold": sorted({title for title, _ in q["supporting_facts"]}),
             "context": [title for title, _ in q["context"]],
         }
-        for q in json.loads(path.read_text())
+        for q in json.loads(read_data(path))
     ]
 
 
@@ -71,7 +86,7 @@ def hotpot_questions() -> list[dict[str, Any]]:
 
 def wiki_dev_passages() -> list[Passage]:
     """The 7,005 passages of the 2WikiMultihopQA dev corpus, in file order."""
-    corpus = json.loads((WIKI_DEV / "2wikimultihopqa_dev_corpus.json").read_text())
+    corpus = json.loads(read_data(WIKI_DEV / "2wikimultihopqa_dev_corpus.json"))
     return [Passage(row["title"], row["text"].strip()) for row in corpus]
 
 
@@ -83,7 +98,7 @@ def wiki_dev_questions() -> list[dict[str, Any]]:
 def wiki_passages() -> list[Passage]:
     """The non-empty 2WikiMultiHopQA paragraphs with the titles their hyperlinks point at."""
     passages = []
-    for line in WIKI.read_text().splitlines():
+    for line in read_data(WIKI).splitlines():
         row = json.loads(line)
         targets = tuple(sorted({m["ref_url"].replace("_", " ") for m in row["mentions"]}))
         text = " ".join(row["sentences"]).strip()

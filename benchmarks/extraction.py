@@ -32,7 +32,7 @@ from benchmarks.common import (
     print_table,
     write_json,
 )
-from benchmarks.data import HOTPOT
+from benchmarks.data import HOTPOT, read_data
 from extractors import GlinerLinkExtractor, KeybertLinkExtractor, LinkExtractor
 from extractors.mentions import MentionLinkExtractor
 from graphstore.models import minilm_dir
@@ -46,7 +46,7 @@ QUICK_PASSAGES = 20
 
 def load_corpus() -> dict[str, list[str]]:
     """HotpotQA's passages, title → sentences."""
-    corpus: dict[str, list[str]] = json.loads(CORPUS.read_text(encoding="utf-8"))
+    corpus: dict[str, list[str]] = json.loads(read_data(CORPUS))
     return corpus
 
 

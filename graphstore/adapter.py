@@ -3,7 +3,9 @@
 `graph_retriever` walks metadata edges (`MetadataEdge("habitat", "habitat")`) by issuing
 filtered vector searches; graphstore's filters (`graphstore.filters`: operators, lists,
 nested keys and dicts in lists) run natively on either backend through the `Storage`
-interface.
+interface.  A store's own link tags are edges too: each content shows its tags of a kind
+as the fields `out:<kind>` and `in:<kind>` (`link_fields`), and an edge into an `in:`
+field is read from the tag's rows, as the store's own traversal reads it (`link_edges`).
 """
 
 from __future__ import annotations
@@ -14,19 +16,64 @@ from typing import Any
 from graph_retriever import Content
 from graph_retriever.adapters import Adapter
 from graph_retriever.edges import Edge, MetadataEdge
+from graph_retriever.utils.top_k import top_k
 
 from graphstore.errors import InvalidInputError
 from graphstore.filters import matches, parse_filter
+from graphstore.links import Link, TagKey
 from graphstore.nodes import StoredNode
 from graphstore.store import GraphStore, check_ids, run_sync
 from graphstore.strategy import MAX_K, check_options
 
+OUT = "out:"
+IN = "in:"
+"""The prefixes of the fields that show a content's link tags of one kind (`link_fields`)."""
+
+
+def link_fields(links: Iterable[Link]) -> dict[str, list[str]]:
+    """A node's link tags as graph_retriever metadata fields: `out:<kind>` lists the tags of
+    `kind` it links out on, `in:<kind>` those it links in on (a `bidir` link is in both).
+
+    graph_retriever's edges are metadata fields, and a store's tags are not metadata: a store
+    ingested with `--links titles` showed it no edge at all.  An edge from `out:mention` to
+    `in:mention` is the store's own edge, A links out and B links in on the same tag."""
+    fields: dict[str, set[str]] = {}
+    for link in links:
+        if link.direction in ("out", "bidir"):
+            fields.setdefault(OUT + link.kind, set()).add(link.tag)
+        if link.direction in ("in", "bidir"):
+            fields.setdefault(IN + link.kind, set()).add(link.tag)
+    return {field: sorted(tags) for field, tags in sorted(fields.items())}
+
+
+def link_edges(*kinds: str) -> list[tuple[str, str]]:
+    """graph_retriever edge specs that follow the store's link tags of `kinds`, e.g.
+    `GraphRetriever(..., edges=link_edges("mention", "hyperlink"))`."""
+    return [(OUT + kind, IN + kind) for kind in kinds]
+
 
 def to_content(stored: StoredNode) -> Content:
-    """A stored node as graph_retriever content.  Its metadata is the node's own: link tags
-    are not metadata, so graph_retriever's edges (metadata fields) do not see them."""
+    """A stored node as graph_retriever content: its metadata, and its link tags as
+    `link_fields` (a metadata key of the node's own of the same name keeps its value)."""
     node = stored.node
-    return Content(node.id, node.text, stored.embedding.tolist(), dict(node.metadata))
+    metadata = {**link_fields(node.links), **node.metadata}
+    return Content(node.id, node.text, stored.embedding.tolist(), metadata)
+
+
+def is_link_edge(edge: Edge) -> bool:
+    """Whether `edge` leads into an `in:<kind>` field: a store tag, not metadata."""
+    return isinstance(edge, MetadataEdge) and edge.incoming_field.startswith(IN)
+
+
+def link_tags(edges: Iterable[Edge]) -> list[TagKey]:
+    """The store tags that link edges stand for (a value that is not a string names none)."""
+    return sorted(
+        {
+            (edge.incoming_field[len(IN) :], edge.value)
+            for edge in edges
+            if isinstance(edge, MetadataEdge) and isinstance(edge.value, str)
+        }
+    )
 
 
 def check_store(store: Any) -> GraphStore:
@@ -70,6 +117,11 @@ class GraphStoreAdapter(Adapter):
     ) -> tuple[list[float], list[Content]]:
         """Embed `query` and return it with the `k` most similar contents."""
         check_store_kwargs(kwargs)
+        if self.store.embeddings is None:  # graph_retriever has no way to pass a vector
+            raise InvalidInputError(
+                "this store has no embedding model: open the GraphStore with the model its "
+                "passages were embedded with (graphstore.models.load_model(name))"
+            )
         embedding = await self.store.aembed_query(query)
         return embedding, await self.asearch(embedding, k, filter)
 
@@ -117,6 +169,41 @@ class GraphStoreAdapter(Adapter):
     ) -> list[Content]:
         """Sync twin of `aget`."""
         return run_sync(self.aget(ids, filter, **kwargs))
+
+    async def aadjacent(
+        self,
+        edges: set[Edge],
+        query_embedding: list[float],
+        k: int,
+        filter: dict[str, Any] | None,
+        **kwargs: Any,
+    ) -> list[Content]:
+        """The `k` contents nearest to `query_embedding` with an incoming edge of `edges`:
+        an edge into an `in:<kind>` field is read from its tag's rows (`is_link_edge`), the
+        others by filtered search as graph_retriever's base adapter does."""
+        check_store_kwargs(kwargs)
+        tags = link_tags(edge for edge in edges if is_link_edge(edge))
+        others = {edge for edge in edges if not is_link_edge(edge)}
+        found: list[Content] = []
+        if tags and k > 0:
+            linked = await self.store.alinking_in_stored(
+                tags, query_embedding, k=store_k(k), filter=filter
+            )
+            found = [to_content(stored) for stored in linked]
+        if others:
+            found.extend(await super().aadjacent(others, query_embedding, k, filter))
+        return top_k(found, embedding=query_embedding, k=k)
+
+    def adjacent(
+        self,
+        edges: set[Edge],
+        query_embedding: list[float],
+        k: int,
+        filter: dict[str, Any] | None,
+        **kwargs: Any,
+    ) -> list[Content]:
+        """Sync twin of `aadjacent`."""
+        return run_sync(self.aadjacent(edges, query_embedding, k, filter, **kwargs))
 
     def _metadata_filter(
         self, edge: Edge, base_filter: dict[str, Any] | None = None

@@ -24,7 +24,7 @@ import numpy as np
 from graphstore.blank import is_blank
 from graphstore.errors import InvalidInputError, StorageError
 from graphstore.filters import EVERYTHING, parse_filter
-from graphstore.links import as_links
+from graphstore.links import TagKey, as_links
 from graphstore.metadata import Filter, check_metadata
 from graphstore.models import (
     IN_SYNC_CALL,
@@ -352,6 +352,27 @@ class GraphStore:
         check_count("k", k)
         where = parse_filter(filter)
         return await self.storage.search(self._unit(vector, self.storage.dimension), k, where)
+
+    async def alinking_in_stored(
+        self,
+        tags: Sequence[TagKey],
+        vector: VectorLike,
+        *,
+        k: int = 4,
+        filter: Filter | None = None,
+    ) -> list[StoredNode]:
+        """The stored nodes linking in to any of `tags` that pass `filter`, the `k` nearest
+        to `vector` under each tag, each once (for adapters: one traversal step, read
+        from the tags' rows)."""
+        check_count("k", k)
+        where = parse_filter(filter)
+        if not tags:
+            return []
+        under_tags = await self.storage.search_tags(
+            list(tags), self._unit(vector, self.storage.dimension), k, where
+        )
+        ids = dict.fromkeys(hit.id for hits in under_tags for hit in hits)
+        return await self.storage.get(list(ids))
 
     async def asimilarity_search(
         self, query: Query, *, k: int = 4, filter: Filter | None = None

@@ -8,6 +8,10 @@ published numbers in benchmarks/results/ are never overwritten.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +145,24 @@ def test_startup(results_dir):
     result = run(startup, "startup", results_dir)
     assert set(result["median_s"]) == set(startup.steps(results_dir / "s.db"))
     assert all(len(samples) == 2 for samples in result["seconds"].values())
+
+
+def test_data_sets_not_found_are_one_line_naming_where_they_were_looked_for(tmp_path):
+    """A clone not beside `shared/` met a FileNotFoundError traceback from deep in a run."""
+    missing = tmp_path / "no-data"
+    environment = {**os.environ, "GRAPHSTORE_DATA": str(missing), "HF_HUB_OFFLINE": "1"}
+    ran = subprocess.run(
+        [sys.executable, "-m", "benchmarks.quality", "--quick"],
+        check=False,
+        cwd=Path(__file__).resolve().parents[1],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 1
+    assert ran.stderr.splitlines() == [
+        f"benchmarks: no {missing}/hotpotqa/hotpotqa_train_corpus.json: the data sets are read "
+        f"from {missing} (../shared/data beside the repository; GRAPHSTORE_DATA names another "
+        "folder)"
+    ]

@@ -36,7 +36,7 @@ from langchain_tests.integration_tests import (
 )
 
 from graphstore import GraphStore, InvalidInputError, TraversalStats
-from graphstore.adapter import GraphStoreAdapter
+from graphstore.adapter import GraphStoreAdapter, link_edges
 from graphstore.langchain import SEARCH_TYPES, GraphStoreRetriever, GraphStoreVectorStore
 from graphstore.strategy import DEFAULT, MAX_K
 from graphstore.testing.embeddings import KeyedEmbeddings
@@ -648,6 +648,70 @@ async def test_the_adapter_finds_no_empty_id_rather_than_refusing_it(vectorstore
     assert adapter.get([""]) == []
     with pytest.raises(InvalidInputError, match=r"^ids must be non-empty strings, got None$"):
         adapter.get(["a", None])
+
+
+async def test_graph_retriever_follows_the_stores_own_link_tags(vectorstore):
+    """A store's link tags are not metadata, so graph_retriever's edges (metadata fields)
+    found none: over a store ingested with `--links titles` every edge spec returned the
+    roots alone.  Each content now shows its tags as `out:<kind>` / `in:<kind>` fields, and
+    an edge into an `in:` field reads the tag's rows, within the base filter."""
+    vectorstore.add_documents(
+        [
+            Document("alpha", id="a", metadata={"links": [LangChainLink.outgoing("mention", "b")]}),
+            Document(
+                "beta",
+                id="b",
+                metadata={
+                    "links": [
+                        LangChainLink.incoming("mention", "b"),
+                        LangChainLink.bidir("kw", "greek"),
+                    ]
+                },
+            ),
+            Document(
+                "gamma",
+                id="c",
+                metadata={"links": [LangChainLink.bidir("kw", "greek")], "in:kw": "own value"},
+            ),
+            Document(
+                "delta",
+                id="d",
+                metadata={"side": "x", "links": [LangChainLink.incoming("mention", "b")]},
+            ),
+        ]
+    )
+    adapter = GraphStoreAdapter(vectorstore.store)
+    mentions = {"edges": link_edges("mention"), "strategy": Eager(select_k=5, start_k=1)}
+    assert {n.id: n.depth for n in traverse("alpha", store=adapter, **mentions)} == {
+        "a": 0,
+        "b": 1,
+        "d": 1,
+    }
+    assert {n.id for n in await atraverse("alpha", store=adapter, **mentions)} == {"a", "b", "d"}
+    keywords = {"edges": link_edges("kw"), "strategy": Eager(select_k=5, start_k=1)}
+    assert {n.id for n in traverse("beta", store=adapter, **keywords)} == {"b", "c"}
+    beta, gamma = adapter.get(["b", "c"])
+    assert {key: beta.metadata[key] for key in ("in:kw", "in:mention", "out:kw")} == {
+        "in:kw": ["greek"],
+        "in:mention": ["b"],
+        "out:kw": ["greek"],
+    }
+    assert (gamma.metadata["in:kw"], gamma.metadata["out:kw"]) == ("own value", ["greek"])
+    vector = vectorstore.embeddings.embed_query("alpha")
+    into_b = {MetadataEdge("in:mention", "b")}
+    assert [c.id for c in adapter.adjacent(into_b, vector, k=5, filter={"side": "x"})] == ["d"]
+    assert [c.id for c in await adapter.aadjacent(into_b, vector, k=1, filter=None)] in (
+        ["b"],
+        ["d"],
+    )
+    assert adapter.adjacent({MetadataEdge("in:mention", 5)}, vector, k=5, filter=None) == []
+
+
+def test_a_graph_retriever_over_a_store_without_a_model_says_how_to_give_it_one(backend):
+    """The store's error said "pass vectors instead", which graph_retriever cannot do."""
+    adapter = GraphStoreAdapter(GraphStore(None, backend))
+    with pytest.raises(InvalidInputError, match=r"^this store has no embedding model: open "):
+        traverse("alpha", store=adapter, edges=[("g", "g")], strategy=Eager(select_k=2))
 
 
 def test_an_adapter_edge_value_is_a_value_and_stays_within_the_base_filter(vectorstore):
