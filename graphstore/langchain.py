@@ -24,7 +24,7 @@ from __future__ import annotations
 import uuid
 import warnings
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from langchain_community.graph_vectorstores.base import GraphVectorStore, GraphVectorStoreRetriever
 from langchain_community.graph_vectorstores.base import Node as LangChainNode
@@ -218,6 +218,27 @@ class GraphStoreVectorStore(GraphVectorStore):
     def embeddings(self) -> Embeddings | None:
         """The embedding model."""
         return self.embedding
+
+    async def aclose(self) -> None:
+        """Close the storage: a Cassandra store's driver cluster and its threads, an
+        embedded store's file."""
+        await self.store.aclose()
+
+    def close(self) -> None:
+        """Sync twin of `aclose`."""
+        self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exception: object) -> None:
+        await self.aclose()
 
     # -- writing -------------------------------------------------------------------------
 

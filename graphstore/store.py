@@ -17,7 +17,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import numpy as np
 
@@ -557,6 +557,18 @@ class GraphStore:
     def close(self) -> None:
         """Sync twin of `aclose`."""
         run_sync(self.aclose())
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exception: object) -> None:
+        await self.aclose()
 
     # -- helpers -------------------------------------------------------------------------
 

@@ -27,10 +27,10 @@ from conftest import cassandra_contact
 
 from graphstore import GraphStore, Link, Node, vector_codec
 from graphstore.cassandra import CassandraStorage, parse_url
-from graphstore.cassandra.batch_warnings import DRIVER_LOGGER
 from graphstore.cassandra.consistency import Consistency
 from graphstore.cassandra.rows import ranked_groups
 from graphstore.cassandra.schema import placements
+from graphstore.cassandra.server_warnings import DRIVER_LOGGER
 from graphstore.cassandra.session import key_chunks, retry_pauses, said, transient
 from graphstore.cassandra.tag_reads import IN_TAGS
 from graphstore.errors import InvalidInputError, StorageError, StoreOpenError
@@ -91,6 +91,25 @@ async def test_the_servers_warning_that_a_stores_batch_is_large_is_not_logged(st
     other = f"Server warning: Batch for [{KEYSPACE}.other_tags] is of size 6000"
     logging.getLogger(DRIVER_LOGGER).warning(other)
     assert caplog.records[-1].getMessage() == other
+
+
+async def test_a_new_metadata_key_says_it_adds_range_columns_and_not_the_vector_notice(
+    storage, caplog
+):
+    """A write bringing three new metadata keys logged Cassandra's notice that SAI vector
+    indexes are experimental eighteen times (once per schema change of a table with one),
+    and nothing said what the write was waiting on."""
+    caplog.set_level(logging.INFO)
+    node = Node("keys", "text", {"year": 1999, "genre": "novel", "rating": 4.5})
+    await storage.upsert([StoredNode(node, unit([1, 0, 0]))])
+    messages = [record.getMessage() for record in caplog.records]
+    assert [m for m in messages if "experimental" in m] == []
+    added = [m for m in messages if m.startswith("graphstore: adding range columns")]
+    assert added == [
+        f"graphstore: adding range columns for metadata key {key!r} ({kind} values): "
+        "a schema change, once per key and type"
+        for key, kind in (("genre", "string"), ("rating", "number"), ("year", "number"))
+    ]
 
 
 def replay(storage: CassandraStorage, batch: BatchStatement, timestamp: int | None) -> None:
@@ -473,6 +492,32 @@ async def test_each_kind_of_request_runs_at_its_level_and_ann_is_not_downgraded(
         assert opened._requests.batch().consistency_level == ConsistencyLevel.ALL
     finally:
         await opened.drop()
+        await opened.close()
+
+
+async def test_a_keyspace_keeping_more_replicas_than_nodes_is_warned_about(caplog):
+    """A replication factor above the node count was accepted in silence (Cassandra accepts
+    it, and nodes may join later), though a quorum of it may need every node or more.  Nor
+    does the driver warn that it downgraded its protocol version: it starts from v5."""
+    caplog.set_level(logging.WARNING)
+    host, _, port = cassandra_contact().partition(":")
+    keyspace = f"graphstore_rf3_{uuid.uuid4().hex[:8]}"
+    opened = CassandraStorage.connect(
+        contact_points=[host],
+        port=int(port or 9042),
+        keyspace=keyspace,
+        table="t",
+        replication={"class": "SimpleStrategy", "replication_factor": 3},
+        consistency="ONE",
+    )
+    try:
+        assert [r.getMessage() for r in caplog.records if "Downgrading" in r.getMessage()] == []
+        assert [r.getMessage() for r in caplog.records if r.name.startswith("graphstore")] == [
+            f"graphstore: keyspace {keyspace!r} keeps 3 replicas of each row, but the cluster "
+            "has 1 node to hold them: QUORUM cannot be met until 1 more join"
+        ]
+    finally:
+        await opened.drop_created_keyspace()
         await opened.close()
 
 

@@ -35,7 +35,7 @@ from langchain_tests.integration_tests import (
     VectorStoreIntegrationTests,
 )
 
-from graphstore import GraphStore, InvalidInputError, TraversalStats
+from graphstore import GraphStore, InvalidInputError, StorageError, TraversalStats
 from graphstore.adapter import GraphStoreAdapter, link_edges
 from graphstore.langchain import SEARCH_TYPES, GraphStoreRetriever, GraphStoreVectorStore
 from graphstore.strategy import DEFAULT, MAX_K
@@ -705,6 +705,19 @@ async def test_graph_retriever_follows_the_stores_own_link_tags(vectorstore):
         ["d"],
     )
     assert adapter.adjacent({MetadataEdge("in:mention", 5)}, vector, k=5, filter=None) == []
+
+
+async def test_the_langchain_store_closes_its_storage_as_a_context_manager(backend):
+    """The LangChain store had no `close`: a Cassandra store's driver cluster (and its
+    threads) stayed open unless the caller found `.store.close()`."""
+    with GraphStoreVectorStore(DeterministicFakeEmbedding(size=8), backend) as synced:
+        synced.add_texts(["alpha"], ids=["a"])
+    with pytest.raises(StorageError):
+        synced.similarity_search("alpha", k=1)
+    async with GraphStoreVectorStore(DeterministicFakeEmbedding(size=8)) as opened:
+        await opened.aadd_texts(["alpha"], ids=["a"])
+    with pytest.raises(StorageError):
+        await opened.asimilarity_search("alpha", k=1)
 
 
 def test_a_graph_retriever_over_a_store_without_a_model_says_how_to_give_it_one(backend):

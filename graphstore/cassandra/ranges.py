@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import threading
 import time
@@ -38,6 +39,8 @@ from graphstore.cassandra.session import Requests
 from graphstore.errors import StorageError, one_line
 from graphstore.filters import FilterValues
 from graphstore.links import TagKey
+
+logger = logging.getLogger(__name__)
 
 MAX_RANGE_COLUMNS = 16
 """(key, type) pairs with range columns, at most: each adds four SAI indexes."""
@@ -185,6 +188,12 @@ class RangeColumns:
                         self._insert_now("overflow", "1")
                         self.overflowing = True
                     return
+                logger.info(
+                    "graphstore: adding range columns for metadata key %r (%s values): "
+                    "a schema change, once per key and type",
+                    column.key,
+                    "number" if column.is_number else "string",
+                )
                 self._create(column)
                 entry = json.dumps([column.is_number, column.key], ensure_ascii=False)
                 self._insert_now("range " + column.base, entry)

@@ -24,13 +24,12 @@ from contextlib import suppress
 from typing import Any
 
 import numpy as np
-from cassandra import AlreadyExists, UnresolvableContactPoints
+from cassandra import AlreadyExists, ProtocolVersion, UnresolvableContactPoints
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
 from graphstore import vector_codec
-from graphstore.cassandra.batch_warnings import DRIVER_LOGGER, OwnBatchWarnings
 from graphstore.cassandra.check import scanned_problems, scanned_stats
 from graphstore.cassandra.consistency import Consistency, replicas_needed
 from graphstore.cassandra.filters import (
@@ -74,6 +73,7 @@ from graphstore.cassandra.schema import (
     run_ddl,
     schema_host,
 )
+from graphstore.cassandra.server_warnings import DRIVER_LOGGER, OwnServerWarnings
 from graphstore.cassandra.session import (
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_RETRIES,
@@ -92,6 +92,8 @@ from graphstore.filters import EVERYTHING, Condition, FilterValues, holds, match
 from graphstore.links import TagKey
 from graphstore.nodes import Node, StoredNode, TagHit, Vector
 from graphstore.storage import ScoredNode, Storage, StoreStats, values_by_id
+
+logger = logging.getLogger(__name__)
 
 
 def _drop_if_new(cluster: Cluster, keyspace: str, created: bool) -> None:
@@ -175,10 +177,10 @@ class CassandraStorage(Storage):
         self.created_keyspace = False
         """Whether `connect` created the keyspace (`drop_created_keyspace`)."""
         names = {part: f'"{self.keyspace}"."{self.table}_{part}"' for part in PARTS}
-        self._batch_warnings = OwnBatchWarnings(
+        self._server_warnings = OwnServerWarnings(
             f"{self.keyspace}.{self.table}_{part}" for part in PARTS
         )
-        logging.getLogger(DRIVER_LOGGER).addFilter(self._batch_warnings)
+        logging.getLogger(DRIVER_LOGGER).addFilter(self._server_warnings)
         self._requests = Requests(
             session,
             names | {"table": self.table},
@@ -205,7 +207,9 @@ class CassandraStorage(Storage):
             """Replicas of each row (in one data centre)."""
             self.max_write_bytes = batch_limit(self._requests)
             """The node's `batch_size_fail_threshold` (None: not known)."""
-            self._check_levels(placements(replication, nodes_by_data_centre(session)))
+            placed = placements(replication, nodes_by_data_centre(session))
+            self._check_levels(placed)
+            self._warn_if_short_of_nodes(placed)
             self._dimension: int | None = None
             self._open_tables()
         except StoreOpenError:
@@ -232,6 +236,26 @@ class CassandraStorage(Storage):
             f"{'node' if held == 1 else 'nodes'}: add nodes, or choose a lower "
             "replication_factor or another level"
         )
+
+    def _warn_if_short_of_nodes(self, placed: list[tuple[int, int]]) -> None:
+        """Log a warning when the keyspace keeps more replicas of a row than the cluster
+        has nodes to hold: Cassandra accepts it (nodes may join later), but a quorum of the
+        factor then needs every node, so one node down stops QUORUM reads and writes."""
+        for kept, held in placed:
+            if held >= kept:
+                continue
+            quorum = replicas_needed("QUORUM", kept)
+            logger.warning(
+                "graphstore: keyspace %r keeps %d replicas of each row, but the cluster has "
+                "%d %s to hold them: %s",
+                self.keyspace,
+                kept,
+                held,
+                "node" if held == 1 else "nodes",
+                f"QUORUM cannot be met until {quorum - held} more join"
+                if quorum > held
+                else f"QUORUM needs {quorum} of those {held} up",
+            )
 
     def _open_tables(self) -> None:
         """Read the store's tables, when they exist: their dimension and layout (blocking)."""
@@ -296,6 +320,9 @@ class CassandraStorage(Storage):
             cluster = Cluster(
                 list(contact_points),
                 port=port,
+                # Cassandra 5's own protocol: the driver starts from DSE's versions and
+                # logged two "Downgrading core protocol version" warnings on every open.
+                protocol_version=ProtocolVersion.V5,
                 auth_provider=auth,
                 ssl_context=ssl_context,
                 execution_profiles={
@@ -675,7 +702,7 @@ class CassandraStorage(Storage):
 
     async def close(self) -> None:
         """Shut the cluster down if `connect` made it; a caller's session is left open."""
-        logging.getLogger(DRIVER_LOGGER).removeFilter(self._batch_warnings)
+        logging.getLogger(DRIVER_LOGGER).removeFilter(self._server_warnings)
         if self._cluster is not None:
             cluster, self._cluster = self._cluster, None
             await asyncio.to_thread(cluster.shutdown)

@@ -15,7 +15,7 @@ row written.  Its size is about the text plus tags x dimension x 4 bytes, which 
 Cassandra's default `batch_size_fail_threshold` (50 KiB) at ~8 tags of 1536-d vectors; the
 local test node raises it to 1 MiB, and production nodes need the same.  Batches over
 `batch_size_warn_threshold` (5 KiB) are expected: the server's warning about them, which the
-driver logs on `cassandra.protocol`, is dropped there (`batch_warnings`).  An upsert reads where a
+driver logs on `cassandra.protocol`, is dropped there (`server_warnings`).  An upsert reads where a
 node's old rows are first, so two processes writing the same node at the same time may leave
 a stale tag row (`check` reports it).
 """
