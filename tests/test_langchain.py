@@ -35,8 +35,9 @@ from langchain_tests.integration_tests import (
     VectorStoreIntegrationTests,
 )
 
-from graphstore import GraphStore, InvalidInputError, StorageError, TraversalStats
+from graphstore import GraphStore, InvalidInputError, Node, StorageError, TraversalStats
 from graphstore.adapter import GraphStoreAdapter, link_edges
+from graphstore.embedded import EmbeddedStorage
 from graphstore.langchain import SEARCH_TYPES, GraphStoreRetriever, GraphStoreVectorStore
 from graphstore.strategy import DEFAULT, MAX_K
 from graphstore.testing.embeddings import KeyedEmbeddings
@@ -718,6 +719,14 @@ async def test_the_langchain_store_closes_its_storage_as_a_context_manager(backe
         await opened.aadd_texts(["alpha"], ids=["a"])
     with pytest.raises(StorageError):
         await opened.asimilarity_search("alpha", k=1)
+    with GraphStore(DeterministicFakeEmbedding(size=8), EmbeddedStorage(":memory:")) as plain:
+        plain.add_nodes([Node("a", "alpha")])
+    with pytest.raises(StorageError):
+        plain.similarity_search("alpha", k=1)
+    async with GraphStore(DeterministicFakeEmbedding(size=8), EmbeddedStorage(":memory:")) as a:
+        await a.aadd_nodes([Node("a", "alpha")])
+    with pytest.raises(StorageError):
+        await a.asimilarity_search("alpha", k=1)
 
 
 def test_a_graph_retriever_over_a_store_without_a_model_says_how_to_give_it_one(backend):
