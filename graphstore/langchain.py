@@ -24,7 +24,7 @@ from __future__ import annotations
 import uuid
 import warnings
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from langchain_community.graph_vectorstores.base import GraphVectorStore, GraphVectorStoreRetriever
 from langchain_community.graph_vectorstores.base import Node as LangChainNode
@@ -39,6 +39,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import ConfigDict
 
+from graphstore.closing import Closing
 from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import InvalidInputError
 from graphstore.filters import parse_filter
@@ -207,7 +208,7 @@ async def _collect(documents: AsyncIterable[Document]) -> list[Document]:
     return [document async for document in documents]
 
 
-class GraphStoreVectorStore(GraphVectorStore):
+class GraphStoreVectorStore(GraphVectorStore, Closing):
     """LangChain's `GraphVectorStore` on graphstore (embedded by default, or any `Storage`)."""
 
     def __init__(self, embedding: Embeddings, storage: Storage | None = None) -> None:
@@ -227,18 +228,6 @@ class GraphStoreVectorStore(GraphVectorStore):
     def close(self) -> None:
         """Sync twin of `aclose`."""
         self.store.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exception: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exception: object) -> None:
-        await self.aclose()
 
     # -- writing -------------------------------------------------------------------------
 

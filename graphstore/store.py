@@ -17,11 +17,12 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Iterable, Sequence
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from graphstore.blank import is_blank
+from graphstore.closing import Closing
 from graphstore.errors import InvalidInputError, StorageError
 from graphstore.filters import EVERYTHING, parse_filter
 from graphstore.links import TagKey, as_links
@@ -185,7 +186,7 @@ def check_node(node: Any) -> Node:
     return Node(node.id, node.text, check_metadata(node.metadata), as_links(node.links))
 
 
-class GraphStore:
+class GraphStore(Closing):
     """A graph vector store whose edges are implied by shared link tags.
 
     `embeddings` is any LangChain `Embeddings` or a `graphstore.models` model (it needs their
@@ -557,18 +558,6 @@ class GraphStore:
     def close(self) -> None:
         """Sync twin of `aclose`."""
         run_sync(self.aclose())
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exception: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exception: object) -> None:
-        await self.aclose()
 
     # -- helpers -------------------------------------------------------------------------
 

@@ -708,10 +708,11 @@ async def test_graph_retriever_follows_the_stores_own_link_tags(vectorstore):
     assert adapter.adjacent({MetadataEdge("in:mention", 5)}, vector, k=5, filter=None) == []
 
 
-async def test_the_langchain_store_closes_its_storage_as_a_context_manager(backend):
+async def test_the_langchain_store_closes_its_storage_as_a_context_manager(open_backend):
     """The LangChain store had no `close`: a Cassandra store's driver cluster (and its
     threads) stayed open unless the caller found `.store.close()`."""
-    with GraphStoreVectorStore(DeterministicFakeEmbedding(size=8), backend) as synced:
+    open_backend()  # the first storage opened stays open: the fixture drops the store with it
+    with GraphStoreVectorStore(DeterministicFakeEmbedding(size=8), open_backend()) as synced:
         synced.add_texts(["alpha"], ids=["a"])
     with pytest.raises(StorageError):
         synced.similarity_search("alpha", k=1)
