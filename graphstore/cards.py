@@ -2,9 +2,11 @@
 
 A card has a name, aliases (行者 = 孙悟空), a kind, a description and attributes whose
 values may change as the story goes on: each value optionally says the chapter from which
-it holds.  Rendered "as of" chapter N, a card shows per attribute the latest value whose
-chapter is N or earlier (a value without a chapter holds from the start), so nothing a
-later chapter establishes leaks into a prompt for an earlier one.
+it holds, and so may an alias (a name earned later: 齐天大圣 from chapter 4).  Rendered "as
+of" chapter N, a card shows per attribute the latest value whose chapter is N or earlier (a
+value without a chapter holds from the start) and the aliases held by then, so nothing a
+later chapter establishes leaks into a prompt for an earlier one.  Every alias, dated or
+not, links the passages that name it.
 
 A card is stored as a passage of its own (metadata `kind: card`, id `card:<name>`) that
 links in to the tag `(card, <name>)`; a passage naming the entity, or any alias, links out
@@ -37,6 +39,7 @@ CARD = "card"
 FIELDS = ("name", "aliases", "kind", "attributes", "description")
 MAX_NAME = 200
 DATED = {"value", "chapter"}
+DATED_ALIAS = {"name", "chapter"}
 LIST_SEPARATORS = ("，", "、", "；", ";")
 """Separators no name holds (`_aliases`)."""
 Scalar = str | int | float | bool
@@ -58,6 +61,8 @@ class Card:
     name: str
     kind: str = ""
     aliases: tuple[str, ...] = ()
+    alias_chapters: tuple[tuple[str, int], ...] = ()
+    """The aliases that hold from a chapter on, with that chapter (the others always do)."""
     attributes: tuple[tuple[str, tuple[Fact, ...]], ...] = ()
     description: str = ""
     source: str = ""
@@ -166,18 +171,34 @@ def _given(data: Mapping[str, Any], field: str, empty: Any) -> Any:
     return empty if value is None else value
 
 
-def _aliases(where: str, given: Any, *, stored: bool) -> list[str]:
-    """A card's aliases: a list of names, or one name.  In new input (not `stored`), a name
-    holding a list separator (`aliases: 悟空, 行者`, or `[悟空，行者]` typed with a Chinese
-    comma) is refused: it would be one alias that no text names, shown exactly like two.  In
-    a list a comma may be part of a name ("Smith, John").  A stored card was checked by the
-    rules of its write, and is read as it is."""
+def _alias(where: str, entry: Any) -> tuple[Any, int | None]:
+    """One alias entry: a name, or `{name: …, chapter: N}` for a name held from chapter N."""
+    if not isinstance(entry, Mapping):
+        return entry, None
+    if "name" not in entry or set(entry) - DATED_ALIAS:
+        raise InvalidInputError(f"{where}a dated alias is {{name: …, chapter: N}}")
+    chapter = entry.get("chapter")
+    if chapter is not None:
+        check_chapter(f"{where}alias {entry['name']!r}: chapter", chapter)
+    return entry["name"], chapter
+
+
+def _aliases(where: str, given: Any, *, stored: bool) -> list[tuple[str, int | None]]:
+    """A card's aliases with the chapter each holds from (None: always): a list of names
+    and dated names, or one name.  In new input (not `stored`), a name holding a list
+    separator (`aliases: 悟空, 行者`, or `[悟空，行者]` typed with a Chinese comma) is
+    refused: it would be one alias that no text names, shown exactly like two.  In a list a
+    comma may be part of a name ("Smith, John").  A stored card was checked by the rules of
+    its write, and is read as it is."""
     separators = () if stored else LIST_SEPARATORS + ((",",) if isinstance(given, str) else ())
     listed = [given] if isinstance(given, str) else given
     if not isinstance(listed, list):
         raise InvalidInputError(f"{where}aliases must be a list of names")
-    aliases = [_text(f"{where}alias", alias, limit=MAX_NAME) for alias in listed]
-    for alias in aliases:
+    aliases = [
+        (_text(f"{where}alias", name, limit=MAX_NAME), chapter)
+        for name, chapter in (_alias(where, entry) for entry in listed)
+    ]
+    for alias, _ in aliases:
         separator = next((char for char in separators if char in alias), None)
         if separator is not None:
             raise InvalidInputError(
@@ -214,11 +235,19 @@ def card_from_mapping(data: Any, source: str = "", *, stored: bool = False) -> C
         (_text(f"{where}attribute name", key), _facts(f"{where}attribute {key}", value))
         for key, value in attributes.items()
     )
-    unique = {normalize_tag(name): name}  # spellings that fold alike are one name
-    for alias in aliases:
-        unique.setdefault(normalize_tag(alias), alias)
-    listed = tuple(unique.values())[1:]
-    return Card(name, kind.strip(), listed, checked, description.strip(), source)
+    unique: dict[str, tuple[str, int | None]] = {normalize_tag(name): (name, None)}
+    for alias, chapter in aliases:  # spellings that fold alike are one name
+        unique.setdefault(normalize_tag(alias), (alias, chapter))
+    listed = list(unique.values())[1:]
+    return Card(
+        name,
+        kind.strip(),
+        tuple(alias for alias, _ in listed),
+        tuple((alias, chapter) for alias, chapter in listed if chapter is not None),
+        checked,
+        description.strip(),
+        source,
+    )
 
 
 def check_names(cards: Iterable[Card], stored: Iterable[Card] = ()) -> list[Card]:
@@ -273,17 +302,28 @@ def fact_as_of(facts: Sequence[Fact], chapter: int | None) -> Fact | None:
     return holding[-1] if holding else None
 
 
-def _heading(card: Card) -> str:
+def aliases_as_of(card: Card, chapter: int | None) -> list[str]:
+    """The aliases the entity holds in `chapter` (every one when None)."""
+    since = dict(card.alias_chapters)
+    return [
+        alias
+        for alias in card.aliases
+        if chapter is None or alias not in since or since[alias] <= chapter
+    ]
+
+
+def _heading(card: Card, aliases: Sequence[str]) -> str:
     kind = f"{card.kind}; " if card.kind else ""
-    also = f"also {_join(card.aliases)}" if card.aliases else ""
+    also = f"also {_join(aliases)}" if aliases else ""
     inside = f"{kind}{also}".rstrip("; ")
     return f"{card.name} ({inside})" if inside else card.name
 
 
 def render_card(card: Card, as_of_chapter: int | None = None) -> str:
     """The card as a prompt shows it: per attribute the value that holds in `as_of_chapter`
-    (the latest when None); attributes with no value yet are left out."""
-    lines = [_heading(card)]
+    (the latest when None) and the aliases held by then; attributes with no value yet are
+    left out."""
+    lines = [_heading(card, aliases_as_of(card, as_of_chapter))]
     for name, facts in card.attributes:
         fact = fact_as_of(facts, as_of_chapter)
         if fact is not None:
@@ -294,8 +334,13 @@ def render_card(card: Card, as_of_chapter: int | None = None) -> str:
 
 
 def card_history(card: Card) -> str:
-    """The card with every value and the chapter it holds from: the stored, embedded text."""
-    lines = [_heading(card)]
+    """The card with every value and alias and the chapter it holds from: the stored,
+    embedded text."""
+    since = dict(card.alias_chapters)
+    aliases = [
+        alias + (f" (chapter {since[alias]})" if alias in since else "") for alias in card.aliases
+    ]
+    lines = [_heading(card, aliases)]
     for name, facts in card.attributes:
         shown = [
             _shown(f.value) + ("" if f.chapter is None else f" (chapter {f.chapter})")
@@ -313,11 +358,15 @@ def _dated(fact: Fact) -> dict[str, Any]:
 
 def card_metadata(card: Card) -> dict[str, Any]:
     """The card's fields as passage metadata (no `chapter`: a card is of every chapter)."""
+    since = dict(card.alias_chapters)
     return {
         "kind": CARD,
         "name": card.name,
         "entity_kind": card.kind,
-        "aliases": list(card.aliases),
+        "aliases": [
+            {"name": alias, "chapter": since[alias]} if alias in since else alias
+            for alias in card.aliases
+        ],
         "attributes": {name: [_dated(fact) for fact in facts] for name, facts in card.attributes},
         "description": card.description,
         "source": card.source,

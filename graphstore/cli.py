@@ -510,6 +510,8 @@ async def _search(
             _print_hit(rank, hit)
     if not hits and not args.json:
         print("no results")
+    if not hits:
+        await _hint_if_no_chapters(store, args.query, args.as_of_chapter)
     for candidate in stats.unselected:
         if args.json:
             print(json.dumps(candidate_json(candidate), ensure_ascii=False))
@@ -520,6 +522,19 @@ async def _search(
                 f"[{_how(candidate.depth, candidate.path, candidate.raised_by)}]  "
                 f"score {candidate.score:.3f}  sim {candidate.similarity:.3f}{mmr}"
             )
+
+
+async def _hint_if_no_chapters(store: GraphStore, query: str, as_of_chapter: int | None) -> None:
+    """After an empty result as of a chapter: say so when no passage has a chapter at all
+    (the store's files have no chapter headings), which left nothing to find."""
+    if as_of_chapter is None:
+        return
+    if not await store.asimilarity_search(query, k=1, filter={"chapter": {"$gte": 0}}):
+        print(
+            "graphstore: no passage in this store has a chapter, so --as-of-chapter keeps "
+            "none: a chapter is read from a heading such as 第一回 or 'Chapter 1'",
+            file=sys.stderr,
+        )
 
 
 def _how(depth: int, path: Sequence[TagKey], raised_by: Sequence[TagKey] = ()) -> str:
@@ -638,6 +653,8 @@ async def _command(
             f"{context.tokens} of {context.budget} tokens)",
             file=sys.stderr,
         )
+        if not context.hits:
+            await _hint_if_no_chapters(store, args.scene, args.as_of_chapter)
     elif args.command == "show":
         node = await _stored_node(store, args.id, shown)
         print(f"id: {inline(node.id)}")
@@ -833,6 +850,8 @@ async def _ingest(args: argparse.Namespace, store: GraphStore, shown: str) -> No
     bar.close()
     if report.skipped:
         print(f"graphstore: {_skipped(report.skipped)}", file=sys.stderr)
+    if report.unchaptered:
+        print(f"graphstore: {_unchaptered(report.unchaptered)}", file=sys.stderr)
     stats = await store.astats()
     print(
         f"ingested {_count(report.passages, 'passage')} from {_count(report.files, 'file')} "
@@ -858,6 +877,17 @@ def _skipped(names: Sequence[str]) -> str:
     return (
         f"skipped {len(names)} {'entry' if one else 'entries'} not read as a file (a link "
         f"to nothing or to a folder, a pipe, a folder it may not read): {shown}{more}"
+    )
+
+
+def _unchaptered(names: Sequence[str]) -> str:
+    """One line naming the files with no chapter heading among files that have one."""
+    shown = ", ".join(inline(name) for name in names[:SKIPPED_SHOWN])
+    more = f" and {len(names) - SKIPPED_SHOWN} more" if len(names) > SKIPPED_SHOWN else ""
+    return (
+        f"no chapter heading in {shown}{more}, unlike the other files: "
+        f"{'its' if len(names) == 1 else 'their'} passages have no chapter, and "
+        "--as-of-chapter leaves them out"
     )
 
 

@@ -378,6 +378,9 @@ class IngestReport:
     """Entries under the folders ingested that are neither a file nor a folder (a link to
     nothing, a pipe), by source name: not read, so passages stored from them before are
     removed as stale."""
+    unchaptered: list[str] = field(default_factory=list)
+    """Files without a chapter heading, by source name, when other files of the ingest have
+    one: their passages have no chapter, so a prompt as of a chapter leaves them out."""
 
 
 def unchanged_since(versions: Mapping[Path, FileVersion | None]) -> set[str]:
@@ -450,7 +453,11 @@ async def ingest(
     versions = {path: file_version(path) for path in read}
     before, renamed = replaced_passages(stored, paths, files, cards)
     planned: dict[str, str] = {}
+    chaptered: dict[str, bool] = {}
     for passage in read_all(files, max_chars):
+        chaptered[passage.source] = chaptered.get(passage.source, False) or (
+            passage.chapter is not None
+        )
         try:
             node = check_node(to_node(passage, set(), metadata))
             store.storage.check_write_size(node, store.storage.dimension)
@@ -487,4 +494,13 @@ async def ingest(
     unchanged.update(old for old, name in renamed.items() if name in unchanged)
     gone = stale(before, written, unchanged)
     removed = await store.adelete(gone) if gone else 0
-    return IngestReport(files=len(files), passages=total, removed=removed, skipped=skipped)
+    unchaptered = (
+        sorted(s for s, has in chaptered.items() if not has) if any(chaptered.values()) else []
+    )
+    return IngestReport(
+        files=len(files),
+        passages=total,
+        removed=removed,
+        skipped=skipped,
+        unchaptered=unchaptered,
+    )

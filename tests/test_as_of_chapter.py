@@ -136,3 +136,35 @@ def test_cli_as_of_chapter_for_prompt_and_search(tmp_path, capsys, monkeypatch):
     unscoped = capsys.readouterr().out
     assert "book.txt#1" in unscoped
     assert "处境: 被唐僧写下贬书逐回花果山" in unscoped
+
+
+def test_a_file_without_a_chapter_heading_is_named_and_a_store_without_chapters_says_so(
+    tmp_path, capsys, monkeypatch
+):
+    """A chapter file whose heading was forgotten dropped out of every prompt as of a
+    chapter without a word, and a store with no chapter at all printed an empty prompt."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    book = tmp_path / "book"
+    book.mkdir()
+    (book / "ch01.md").write_text("# Chapter 1\n\nMei Lin sails north.\n", encoding="utf-8")
+    (book / "ch02.md").write_text("Mei Lin reaches the harbour.\n", encoding="utf-8")
+    novel = ["--store", str(tmp_path / "novel.db")]
+    assert main([*novel, "ingest", str(book), "--root", str(tmp_path)]) == 0
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "graphstore: no chapter heading in book/ch02.md, unlike the other files: its passages "
+        "have no chapter, and --as-of-chapter leaves them out"
+    )
+    assert main([*novel, "prompt", "Mei Lin at sea", "--as-of-chapter", "3"]) == 0
+    assert "has a chapter" not in capsys.readouterr().err  # chapters exist: nothing to say
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "harbour.md").write_text("The harbour at night.\n", encoding="utf-8")
+    plain = ["--store", str(tmp_path / "notes.db")]
+    assert main([*plain, "ingest", str(notes), "--root", str(tmp_path)]) == 0
+    assert "chapter" not in capsys.readouterr().err  # no file has one: nothing unlike the rest
+    for command in (["prompt", "the harbour"], ["search", "the harbour"]):
+        assert main([*plain, *command, "--as-of-chapter", "3"]) == 0
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            "graphstore: no passage in this store has a chapter, so --as-of-chapter keeps "
+            "none: a chapter is read from a heading such as 第一回 or 'Chapter 1'"
+        )

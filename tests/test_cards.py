@@ -247,6 +247,33 @@ def test_aliases_are_one_name_each_and_listed_once_however_spelt():
     assert card_from_mapping({"name": "x", "aliases": "行者"}).aliases == ("行者",)
 
 
+def test_an_alias_earned_in_a_later_chapter_shows_from_that_chapter_and_always_links():
+    """Aliases had no chapter, so a name earned later (齐天大圣, chapter 4) headed the card
+    in a chapter-1 prompt, or, kept out of the aliases, linked no passage naming it."""
+    card = parse_markdown_card(
+        "---\nname: 孙悟空\naliases: [悟空, {name: 齐天大圣, chapter: 4}, {name: 行者}]\n---\n",
+        "w.md",
+    )
+    assert card.aliases == ("悟空", "齐天大圣", "行者")
+    assert card.alias_chapters == (("齐天大圣", 4),)
+    assert render_card(card, 3) == "孙悟空 (also 悟空、行者)"
+    assert render_card(card, 4) == render_card(card) == "孙悟空 (also 悟空、齐天大圣、行者)"
+    mentions = card_mentions([card])
+    assert mentions is not None
+    node = card_node(card, mentions)
+    assert node.text == "孙悟空 (also 悟空、齐天大圣 (chapter 4)、行者)"
+    assert card_from_node(node) == card
+    links = mentions.extract_one("齐天大圣大闹天宫")
+    assert links == {Link.outgoing("card", "孙悟空")}
+    for entry, message in [
+        ("{name: 大圣, when: 4}", "w.md: a dated alias is {name: …, chapter: N}"),
+        ("{chapter: 4}", "w.md: a dated alias is {name: …, chapter: N}"),
+        ("{name: 大圣, chapter: -1}", "w.md: alias '大圣': chapter must be"),
+    ]:
+        with pytest.raises(InvalidInputError, match="^" + re.escape(message)):
+            parse_markdown_card(f"---\nname: 孙悟空\naliases: [{entry}]\n---\n", "w.md")
+
+
 def test_a_stored_card_is_read_by_the_rules_of_its_write():
     """An alias holding a list separator, stored before such aliases were refused, made every
     scene context and `get_card` of the store fail after the upgrade."""
