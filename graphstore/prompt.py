@@ -24,6 +24,7 @@ from graphstore.card_store import anearest_cards
 from graphstore.cards import is_card
 from graphstore.chapters import as_of_filter, check_chapter
 from graphstore.errors import InvalidInputError
+from graphstore.inline import inline
 from graphstore.nodes import Hit
 from graphstore.scene import SceneCard, card_entry, passage_entry, scene_cards
 from graphstore.sections import Section, TokenCounter, check_layout, fill
@@ -77,17 +78,28 @@ class PromptContext:
     """The cards shown, in order."""
     needed: int | None = None
     """When cards or passages were found and none fit: the budget the shortest needs."""
+    first_needed: tuple[str, int] | None = None
+    """Then too: the id of the best card or passage found (the first) and the budget it
+    needs, which may be more than `needed`."""
 
     def check_shown(self) -> None:
         """A one-line error when something was found and nothing fit the budget, naming
         the budget that would show the shortest (the command line and MCP: an empty
         block with no reason looked like an empty store)."""
-        if self.needed is not None:
+        if self.needed is None:
+            return
+        nothing = f"nothing fits in {self.budget} token{'s' if self.budget != 1 else ''}"
+        if self.first_needed is None or self.first_needed[1] == self.needed:
             raise InvalidInputError(
-                f"nothing fits in {self.budget} token{'s' if self.budget != 1 else ''}: "
-                "the shortest card or passage found "
-                f"needs {self.needed}; give a budget of at least {self.needed}"
+                f"{nothing}: the shortest card or passage found needs {self.needed}; "
+                f"give a budget of at least {self.needed}"
             )
+        first, tokens = self.first_needed
+        raise InvalidInputError(  # the shortest may be the one least to the point
+            f"{nothing}: the best card or passage found, {inline(first)}, needs {tokens}; "
+            f"give a budget of at least {tokens} (at {self.needed} only a shorter, lesser "
+            "one fits)"
+        )
 
 
 def assemble(
@@ -137,6 +149,7 @@ def assemble(
         budget,
         [by_card[entry.id] for entry in shown_cards],
         filled.needed,
+        filled.first,
     )
 
 

@@ -64,6 +64,8 @@ class Filled:
     chosen: list[list[Entry]]
     needed: int | None = None
     """When entries were offered and none fit: the budget the shortest needs alone."""
+    first: tuple[str, int] | None = None
+    """Then too: the id of the first entry offered (the best) and the budget it needs."""
 
 
 def limits(shares: Sequence[float], budget: int) -> list[int]:
@@ -255,6 +257,7 @@ def fill(
     chosen = [story_order(entries) for entries in kept]
     titled = [(section.title, entries) for section, entries in zip(sections, chosen, strict=True)]
     needed = None
+    first = None
     if not any(chosen):  # every entry offered was longer alone than the whole budget
         last = len(sections) - 1
         offered = [
@@ -265,4 +268,5 @@ def fill(
         ]
         alone = [_tokens(count, render([("", [entry])], template, separator)) for entry in offered]
         needed = min(alone, default=None)
-    return Filled(render(titled, template, separator), chosen, needed)
+        first = (offered[0].id, alone[0]) if offered else None
+    return Filled(render(titled, template, separator), chosen, needed, first)

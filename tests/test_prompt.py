@@ -43,8 +43,18 @@ def test_when_nothing_fits_the_context_names_the_budget_the_shortest_needs():
     assert (context.text, context.hits) == ("", [])
     assert context.needed is not None
     assert context.needed > 10
-    with pytest.raises(InvalidInputError, match=f"nothing fits in 10 tokens: .* {context.needed};"):
+    assert context.first_needed is not None
+    best, best_needs = context.first_needed
+    assert (best, best_needs > context.needed) == ("long", True)
+    with pytest.raises(InvalidInputError) as refused:  # the shortest is not what was asked
         context.check_shown()
+    assert str(refused.value) == (
+        f"nothing fits in 10 tokens: the best card or passage found, long, needs {best_needs}; "
+        f"give a budget of at least {best_needs} (at {context.needed} only a shorter, lesser "
+        "one fits)"
+    )
+    with pytest.raises(InvalidInputError, match="the shortest card or passage found needs 37;"):
+        assemble([hit("short", "唐僧念咒。", 2)], budget=5).check_shown()
     shown = assemble(hits, budget=context.needed)
     assert [h.node.id for h in shown.hits] == ["short"]
     assert shown.needed is None
