@@ -93,7 +93,9 @@ def scene_cards(cards: Sequence[Card], scene: str, hits: Sequence[Hit]) -> list[
     for hit in hits:
         if is_card(hit.node):
             card = card_from_node(hit.node)
-            found.setdefault(card.id, SceneCard(by_tag.get(card.tag[1], card), provenance(hit)))
+            # over its own tag: from a passage naming it (it read "card:花果山 (via card 花果山)")
+            why = "named in a passage found" if hit.via == card.tag else provenance(hit)
+            found.setdefault(card.id, SceneCard(by_tag.get(card.tag[1], card), why))
         else:
             named(hit.node.text, f"named in {inline(hit.node.id)}")
     return list(found.values())

@@ -9,10 +9,10 @@ import pytest
 
 from graphstore import GraphStore, Node
 from graphstore.card_store import aplan_cards, awrite_cards
-from graphstore.cards import card_from_mapping, card_history
+from graphstore.cards import card_from_mapping, card_history, card_mentions, card_node
 from graphstore.nodes import Hit
 from graphstore.prompt import awriter_context
-from graphstore.scene import citation
+from graphstore.scene import citation, scene_cards
 from graphstore.testing.embeddings import KeyedEmbeddings
 
 
@@ -142,6 +142,20 @@ async def test_a_small_card_share_leaves_the_rest_to_passages(backend):
     assert [hit.node.id for hit in none.hits] == ["book#0", "book#1"]
     assert "## Cards" not in none.text
     assert none.text.startswith("[1] book · chapter 27 · book#0 (similar to the scene)")
+
+
+def test_a_card_reached_over_its_own_tag_is_not_said_to_come_via_itself():
+    """A card the search reached from a passage naming it was cited `(via card 花果山)`."""
+    place = card_from_mapping(card("花果山", ["水帘洞"]), "cards/花果山.md")
+    node = card_node(place, card_mentions([place]))
+    reached = Hit(node, similarity=0.3, via=place.tag, path=(place.tag,), depth=1)
+    similar = Hit(node, similarity=0.6)
+    assert [c.provenance for c in scene_cards([place], "群猴", [reached])] == [
+        "named in a passage found"
+    ]
+    assert [c.provenance for c in scene_cards([place], "群猴", [similar])] == [
+        "similar to the scene"
+    ]
 
 
 def test_a_citation_gives_the_section_path_or_else_the_chapter():
