@@ -18,7 +18,7 @@ from graph_retriever.adapters import Adapter
 from graph_retriever.edges import Edge, MetadataEdge
 from graph_retriever.utils.top_k import top_k
 
-from graphstore.errors import InvalidInputError
+from graphstore.errors import InvalidArgumentError, InvalidInputError
 from graphstore.filters import matches, parse_filter
 from graphstore.links import Link, TagKey
 from graphstore.nodes import StoredNode
@@ -101,7 +101,11 @@ def findable_ids(ids: Any) -> list[str]:
 
 def store_k(k: int) -> int:
     """`k` capped at `MAX_K`, the most one store search returns: graph_retriever's `start_k`
-    and `adjacent_k` have no cap, and its own adapters return what exists."""
+    and `adjacent_k` have no cap, and its own adapters return what exists.  A negative `k`
+    is refused as what it is (the store's own check said "between 1 and 1000", though the
+    adapter takes 0 and more than 1000)."""
+    if isinstance(k, int) and not isinstance(k, bool) and k < 0:
+        raise InvalidArgumentError("k", f"must be 0 or more, got {k}")
     return MAX_K if isinstance(k, int) and k > MAX_K else k
 
 

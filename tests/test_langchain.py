@@ -762,6 +762,11 @@ async def test_a_graph_retriever_k_above_the_store_maximum_gets_what_exists(vect
         assert len(traverse("passage 1", edges=[("g", "g")], strategy=strategy, store=adapter)) == 4
     vector = vectorstore.embeddings.embed_query("passage 1")
     assert len(adapter.search(vector, k=1500)) == MAX_K
+    assert adapter.search(vector, k=0) == []
+    with pytest.raises(InvalidInputError, match=r"^k must be 0 or more, got -1$"):
+        adapter.search(vector, k=-1)
+    with pytest.raises(InvalidInputError, match=r"^k must be 0 or more, got -1$"):
+        await adapter.aadjacent({MetadataEdge("g", 1)}, vector, k=-1, filter=None)
     assert len(await adapter.asearch(vector, k=1500, filter={"g": 0})) == 501  # every even one
 
 
