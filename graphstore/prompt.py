@@ -84,8 +84,9 @@ class PromptContext:
 
     def check_shown(self) -> None:
         """A one-line error when something was found and nothing fit the budget, naming
-        the budget that would show the shortest (the command line and MCP: an empty
-        block with no reason looked like an empty store)."""
+        the budget the best card or passage needs, and the shortest's when that is less
+        (the command line and MCP: an empty block with no reason looked like an empty
+        store)."""
         if self.needed is None:
             return
         nothing = f"nothing fits in {self.budget} token{'s' if self.budget != 1 else ''}"
