@@ -869,23 +869,26 @@ def _tag_filter(max_tag_df: float | None) -> TagFrequencyFilter | None:
     return TagFrequencyFilter(check_share("--max-tag-df", max_tag_df))
 
 
+def _first_names(names: Sequence[str]) -> str:
+    """The first `SKIPPED_SHOWN` of `names`, quoted where needed, and how many more."""
+    shown = ", ".join(inline(name) for name in names[:SKIPPED_SHOWN])
+    more = f" and {len(names) - SKIPPED_SHOWN} more" if len(names) > SKIPPED_SHOWN else ""
+    return shown + more
+
+
 def _skipped(names: Sequence[str]) -> str:
     """One line naming the entries an ingest skipped (the first `SKIPPED_SHOWN`)."""
     one = len(names) == 1
-    shown = ", ".join(inline(name) for name in names[:SKIPPED_SHOWN])
-    more = f" and {len(names) - SKIPPED_SHOWN} more" if len(names) > SKIPPED_SHOWN else ""
     return (
         f"skipped {len(names)} {'entry' if one else 'entries'} not read as a file (a link "
-        f"to nothing or to a folder, a pipe, a folder it may not read): {shown}{more}"
+        f"to nothing or to a folder, a pipe, a folder it may not read): {_first_names(names)}"
     )
 
 
 def _unchaptered(names: Sequence[str]) -> str:
     """One line naming the files with no chapter heading among files that have one."""
-    shown = ", ".join(inline(name) for name in names[:SKIPPED_SHOWN])
-    more = f" and {len(names) - SKIPPED_SHOWN} more" if len(names) > SKIPPED_SHOWN else ""
     return (
-        f"no chapter heading in {shown}{more}, unlike the other files: "
+        f"no chapter heading in {_first_names(names)}, unlike the other files: "
         f"{'its' if len(names) == 1 else 'their'} passages have no chapter, and "
         "--as-of-chapter leaves them out"
     )
