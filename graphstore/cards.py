@@ -312,6 +312,17 @@ def aliases_as_of(card: Card, chapter: int | None) -> list[str]:
     ]
 
 
+def alias_entries(card: Card, chapter: int | None = None) -> list[str | dict[str, Any]]:
+    """The aliases held in `chapter` (every one when None) as a card file writes them: a
+    name, or `{name, chapter}` for one that holds from a chapter on.  What is read back
+    this way can be written back without losing the dates."""
+    since = dict(card.alias_chapters)
+    return [
+        {"name": alias, "chapter": since[alias]} if alias in since else alias
+        for alias in aliases_as_of(card, chapter)
+    ]
+
+
 def _heading(card: Card, aliases: Sequence[str]) -> str:
     kind = f"{card.kind}; " if card.kind else ""
     also = f"also {_join(aliases)}" if aliases else ""
@@ -358,15 +369,11 @@ def _dated(fact: Fact) -> dict[str, Any]:
 
 def card_metadata(card: Card) -> dict[str, Any]:
     """The card's fields as passage metadata (no `chapter`: a card is of every chapter)."""
-    since = dict(card.alias_chapters)
     return {
         "kind": CARD,
         "name": card.name,
         "entity_kind": card.kind,
-        "aliases": [
-            {"name": alias, "chapter": since[alias]} if alias in since else alias
-            for alias in card.aliases
-        ],
+        "aliases": alias_entries(card),
         "attributes": {name: [_dated(fact) for fact in facts] for name, facts in card.attributes},
         "description": card.description,
         "source": card.source,

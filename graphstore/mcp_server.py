@@ -23,6 +23,7 @@ from graphstore.cards import (
     CARD,
     MAX_NAME,
     Card,
+    alias_entries,
     card_from_mapping,
     fact_as_of,
     render_card,
@@ -123,7 +124,9 @@ class _Server(MCPServer):
 
 
 def card_json(card: Card, as_of_chapter: int | None) -> dict[str, Any]:
-    """A card as an agent reads it: attribute values as they stand in `as_of_chapter`."""
+    """A card as an agent reads it: attribute values as they stand in `as_of_chapter`,
+    and the aliases held by then (a dated one as `{name, chapter}`, as `put_card` takes it,
+    so a card read and written back keeps its dates)."""
     values = {
         name: fact.value
         for name, facts in card.attributes
@@ -133,7 +136,7 @@ def card_json(card: Card, as_of_chapter: int | None) -> dict[str, Any]:
         "id": card.id,
         "name": card.name,
         "kind": card.kind,
-        "aliases": list(card.aliases),
+        "aliases": alias_entries(card, as_of_chapter),
         "attributes": values,
         "description": card.description,
         "as_of_chapter": as_of_chapter,
@@ -291,14 +294,16 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
     async def put_card(
         name: str,
         kind: str = "",
-        aliases: list[str] | None = None,
+        aliases: list[str | dict[str, Any]] | None = None,
         attributes: dict[str, Any] | None = None,
         description: str = "",
     ) -> dict[str, Any]:
         """Add or replace an entity's card, whole (one kept in a file is refused: edit the
-        file).  attributes maps a name to a value, or to a list of {"value": …, "chapter":
-        N} for values that change as the story goes on.  Aliases and attributes the card
-        had and this call does not give are dropped: the answer lists them in `dropped`."""
+        file).  An alias is a name, or {"name": …, "chapter": N} for a name the entity takes
+        in chapter N (a prompt before it does not show it).  attributes maps a name to a
+        value, or to a list of {"value": …, "chapter": N} for values that change as the story
+        goes on.  Aliases and attributes the card had and this call does not give are
+        dropped: the answer lists them in `dropped`."""
         with _tool_errors():
             fields = {
                 "name": name,

@@ -299,6 +299,38 @@ async def test_get_card_takes_the_id_a_search_returns(tmp_path):
         assert found["id"] == mara["id"] == "card:mara vell"
 
 
+async def test_put_card_takes_dated_aliases_and_get_card_keeps_their_dates():
+    """`put_card` took plain aliases only: an agent could not say that 悟空 is called 齐天大圣
+    from chapter 4 on, so a prompt of chapter 1 named him so.  `get_card` returned the
+    aliases undated, so a card read and put back lost the dates card files give."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from graphstore.mcp_server import build_server
+
+    server = build_server(GraphStore(KeyedEmbeddings(dimension=4), EmbeddedStorage(":memory:")))
+    card = {"name": "孙悟空", "aliases": ["美猴王", {"name": "齐天大圣", "chapter": 4}]}
+    structured(await server.call_tool("put_card", card))
+    early = structured(await server.call_tool("get_card", {"name": "孙悟空", "as_of_chapter": 1}))
+    assert early["aliases"] == ["美猴王"]
+    assert "齐天大圣" not in early["text"]
+    later = structured(await server.call_tool("get_card", {"name": "齐天大圣", "as_of_chapter": 4}))
+    assert later["aliases"] == card["aliases"]
+    assert "齐天大圣" in later["text"]
+    read = structured(await server.call_tool("get_card", {"name": "孙悟空"}))
+    again = {"name": read["name"], "aliases": read["aliases"], "description": "石猴"}
+    assert structured(await server.call_tool("put_card", again))["dropped"] == {
+        "aliases": [],
+        "attributes": [],
+    }
+    kept = structured(await server.call_tool("get_card", {"name": "孙悟空", "as_of_chapter": 3}))
+    assert kept["aliases"] == ["美猴王"]
+    bad = {"name": "猪八戒", "aliases": [{"name": "悟能", "chapter": "eight"}]}
+    with pytest.raises(ToolError, match=r"^alias '悟能': chapter must be an integer"):
+        await server.call_tool("put_card", bad)
+    with pytest.raises(ToolError, match=r"^no card named '猪八戒'$"):
+        await server.call_tool("get_card", {"name": "猪八戒"})
+
+
 async def test_get_card_with_a_name_no_card_can_have_says_so(tmp_path):
     """A name over 507 characters was refused as "an id is 513 characters long; the limit is
     512", an id the agent never gave."""
