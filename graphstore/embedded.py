@@ -51,7 +51,7 @@ from graphstore.file_identity import file_identity
 from graphstore.filter_index import FilterIndex, Mask
 from graphstore.filters import EVERYTHING, Condition, FilterValues
 from graphstore.links import TagKey, encode_links, incoming_tags, outgoing_tags
-from graphstore.nodes import Node, StoredNode, TagHit, Vector
+from graphstore.nodes import Node, StoredNode, TagHit, Vector, page_of
 from graphstore.sqlite_file import cause, open_file, rows_where_in
 from graphstore.storage import (
     ScoredNode,
@@ -751,6 +751,19 @@ class EmbeddedStorage(Storage):
             if allowed is None:  # the posting lists' own counts, nothing rebuilt
                 return {tag: len(self._index.postings.get(tag, ())) for tag in tags}
             return {tag: len(self._index.candidates(tag, allowed)) for tag in tags}
+
+    async def tag_pages(
+        self, tags: Sequence[TagKey], where: Condition = EVERYTHING
+    ) -> dict[TagKey, int]:
+        with self._lock, self._failures("reading"):
+            self._fresh()
+            allowed, ids = self._index.allowed(where), self._index.ids
+            return {
+                tag: len(
+                    {page_of(ids[slot] or "") for slot in self._index.candidates(tag, allowed)}
+                )
+                for tag in tags
+            }
 
     async def recorded_model(self) -> str | None:
         with self._lock, self._failures("reading"):

@@ -50,25 +50,29 @@ def tag_weight(tag_size: int) -> float:
     return 1.0 / max(tag_size, 1)
 
 
-def page_leads(tag: TagKey, hits: Sequence[TagHit], tag_size: int) -> frozenset[str]:
-    """The passages a tag cites as pages: when the tag cites every passage it leads to and
-    `hits` (best first) are all of them (the tag read whole), each page's best passage
-    (`nodes.page_of`); else none, and every passage counts alone (`tag_weight` of the
-    tag's size), as when each page read has one passage.
+def cites_pages(tag: TagKey, hits: Sequence[TagHit]) -> bool:
+    """Whether a tag, by the `hits` read of it, cites what it leads to (none of them links
+    out on it: a hyperlink, a title), so that a page split into passages is one thing it
+    names (`page_leads`); a tag the passages share (a keyword) counts passages."""
+    return bool(hits) and not any(tag in hit.outgoing for hit in hits)
+
+
+def page_leads(hits: Sequence[TagHit], tag_size: int, tag_pages: int) -> frozenset[str]:
+    """The passages a tag that cites pages (`cites_pages`) leads to as pages: when its
+    `tag_size` passages belong to fewer `tag_pages` pages (`nodes.page_of`), each page's
+    first passage among `hits` (best first: its best passage in the whole tag); else none,
+    and every passage counts alone (`tag_weight` of the tag's size).
 
     A hyperlink or a title names one page, however many passages the page was split into:
     counted by passages, a page of three took a third of its citer's relevance where a page
-    of one took it whole.  The page's best passage takes the page's share; its others keep
-    a passage's, so the page does not fill the results with its passages.  A tag of more
-    passages than a search reads, and a tag the passages share (a keyword: a page's
-    passages sharing a word are not one thing named), count passages."""
-    if len(hits) < 2 or tag_size != len(hits) or any(tag in hit.outgoing for hit in hits):
+    of one took it whole, and a manual's page of fifty passages almost nothing.  The page's
+    best passage takes the page's share (`tag_weight` of the tag's pages); its others keep a
+    passage's, so the page does not fill the results with its passages."""
+    if tag_pages >= tag_size:
         return frozenset()
     leads: dict[str, str] = {}
     for hit in hits:
         leads.setdefault(page_of(hit.id), hit.id)
-    if len(leads) == len(hits):  # a page a passage: counted by passages, as it is
-        return frozenset()
     return frozenset(leads.values())
 
 

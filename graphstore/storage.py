@@ -212,6 +212,15 @@ class Storage(ABC):
         specific a tag is among the passages a search may return, for path-aware relevance."""
 
     @abstractmethod
+    async def tag_pages(
+        self, tags: Sequence[TagKey], where: Condition = EVERYTHING
+    ) -> dict[TagKey, int]:
+        """How many pages (`nodes.page_of`: the files of ingested passages) the nodes that
+        pass `where` and link in to each tag belong to (0 for none): a tag citing a page
+        split into passages names one thing, however many passages it leads to
+        (`relevance.page_leads`)."""
+
+    @abstractmethod
     async def recorded_model(self) -> str | None:
         """The embedding model the store's passages were embedded with
         (`graphstore.models.model_id`), or None when none is recorded."""

@@ -19,9 +19,10 @@ from typing import NamedTuple
 from graphstore.filters import EVERYTHING, Condition, matches
 from graphstore.links import TagKey, outgoing_tags
 from graphstore.mmr import MmrSelector, Selection
-from graphstore.nodes import Candidate, Hit, TagHit, Vector
+from graphstore.nodes import Candidate, Hit, TagHit, Vector, page_of
 from graphstore.relevance import (
     best_paths,
+    cites_pages,
     hop_share,
     is_citation,
     page_leads,
@@ -294,9 +295,9 @@ class _Search:
         self.visited: set[TagKey] = set()
         self.expanded: set[str] = set()
         self.selected: dict[str, Selection] = {}
-        self.pages: dict[TagKey, tuple[list[TagHit], int, frozenset[str]]] = {}
-        """Tags read (ahead or for an expansion) and not yet applied: their hits, size and
-        the hits that lead their page (`relevance.page_leads`)."""
+        self.tag_reads: dict[TagKey, tuple[list[TagHit], int, int, frozenset[str]]] = {}
+        """Tags read (ahead or for an expansion) and not yet applied: their hits, size (in
+        passages) and pages, and the hits that lead their page (`relevance.page_leads`)."""
         self.raised: dict[str, tuple[TagKey, ...]] = {}
         """Open candidates whose relevance a link found later raised: that link's path."""
         self.inherited: dict[str, Paths] = {}
@@ -442,7 +443,7 @@ class _Search:
         tags = sorted(carriers)
         await self._read(tags)
         self.visited.update(tags)
-        pages = [self.pages.pop(tag) for tag in tags]
+        reads = [self.tag_reads.pop(tag) for tag in tags]
         # Per new candidate: its best relevance, its hit, the tag and the reach of the parent
         # it came from over that tag, what it inherited over more hops than its depth
         # (`inherited`), and that parent when the tag cites the candidate.
@@ -450,7 +451,7 @@ class _Search:
         reached, anchors, selector = self.reached, self.anchors, self.selector
         kinds = strategy.structural_kinds
         shortened = False
-        for tag, (tag_hits, size, leads) in zip(tags, pages, strict=True):
+        for tag, (tag_hits, size, tag_pages, leads) in zip(tags, reads, strict=True):
             tag_carriers = carriers[tag]
             parent = tag_carriers[0]
             if len(tag_carriers) > 1:
@@ -461,7 +462,7 @@ class _Search:
             passage_weight = page_weight = 0.0 if structural else tag_weight(size)
             passage_share = page_share = hop_share(passage_weight, strategy.damping, how.depth)
             if leads and not structural:  # a page's best passage: a share of the pages'
-                page_weight = tag_weight(len(leads))
+                page_weight = tag_weight(tag_pages)
                 page_share = hop_share(page_weight, strategy.damping, how.depth)
             paths = self.inherited.get(parent)
             for hit in tag_hits:
@@ -533,21 +534,25 @@ class _Search:
     async def _read(self, tags: Sequence[TagKey]) -> None:
         """Make sure `tags` are in `pages`, reading in the same wave the unvisited tags of
         the `Storage.read_ahead` best open candidates (those still to be expanded)."""
-        missing = {tag for tag in tags if tag not in self.pages}
+        missing = {tag for tag in tags if tag not in self.tag_reads}
         if not missing:
             return
         still_expanded = self.strategy.k - len(self.selected) - 1  # the last one never is
         width = min(self.storage.read_ahead, still_expanded)
         for node_id in self.selector.leading(width) if width > 0 else ():
             if self._expandable(node_id):
-                missing.update(self.reached[node_id].outgoing - self.visited - self.pages.keys())
+                missing.update(
+                    self.reached[node_id].outgoing - self.visited - self.tag_reads.keys()
+                )
         wanted = sorted(missing)
         found, sizes_read = await self.traversal._search_tags(
             wanted, self.query, self.strategy.adjacent_k, self.where, self.stats
         )
         sizes = await self._tag_sizes(wanted, found, sizes_read)
+        pages = await self._tag_pages(wanted, found, sizes)
         for tag, tag_hits in zip(wanted, found, strict=True):
-            self.pages[tag] = (tag_hits, sizes[tag], page_leads(tag, tag_hits, sizes[tag]))
+            leads = page_leads(tag_hits, sizes[tag], pages[tag])
+            self.tag_reads[tag] = (tag_hits, sizes[tag], pages[tag], leads)
 
     async def _tag_sizes(
         self,
@@ -571,3 +576,24 @@ class _Search:
         if unknown:
             sizes.update(await self.storage.tag_sizes(unknown, self.where))
         return sizes
+
+    async def _tag_pages(
+        self, tags: Sequence[TagKey], found: Sequence[Sequence[TagHit]], sizes: dict[TagKey, int]
+    ) -> dict[TagKey, int]:
+        """How many pages the passages under each tag belong to, where it matters: for a
+        tag that cites pages (`relevance.cites_pages`) and leads to more than one passage;
+        its size elsewhere (each passage counts alone).  A tag read whole shows its pages;
+        the storage counts the others'."""
+        pages: dict[TagKey, int] = {}
+        unknown = []
+        for tag, tag_hits in zip(tags, found, strict=True):
+            if sizes[tag] <= 1 or not cites_pages(tag, tag_hits):
+                pages[tag] = sizes[tag]
+            elif len(tag_hits) >= sizes[tag]:
+                pages[tag] = len({page_of(hit.id) for hit in tag_hits})
+            else:
+                unknown.append(tag)
+        if unknown:
+            counted = await self.storage.tag_pages(unknown, self.where)
+            pages.update((tag, max(1, min(counted[tag], sizes[tag]))) for tag in unknown)
+        return pages

@@ -162,6 +162,32 @@ async def test_a_filtered_search_and_count_reach_into_buckets(storage):
     assert await storage.tag_sizes([HOT], parse_filter({"color": {"$ne": "red"}})) == {HOT: 4}
 
 
+async def test_tag_pages_count_the_small_part_and_every_bucket(storage):
+    """A hot tag's pages: its small part's keys and every bucket's members, filter
+    included (three pages of four passages each, one page of its own per loose node)."""
+    pages = [
+        StoredNode(
+            Node(
+                f"page{i % 3}.txt#{i}",
+                "text",
+                {"color": "red" if i % 3 else "blue"},
+                frozenset({Link.incoming(*HOT)}),
+            ),
+            unit(vector(i)),
+        )
+        for i in range(12)
+    ]
+    for node in pages[:3]:  # one at a time: they stay small
+        await storage.upsert([node])
+    await storage.upsert(pages[3:])
+    await storage.upsert([member(12), member(13)])
+    places = where_rows_are(storage)
+    assert SMALL in places.values()
+    assert len(set(places.values())) > 2  # the small part and two buckets or more
+    assert await storage.tag_pages([HOT, ("kw", "none")]) == {HOT: 5, ("kw", "none"): 0}
+    assert await storage.tag_pages([HOT], parse_filter({"color": "red"})) == {HOT: 2}
+
+
 async def test_delete_removes_rows_from_the_small_part_and_their_buckets(storage):
     await grow(storage, 10)
     places = where_rows_are(storage)

@@ -9,6 +9,7 @@ from graphstore.nodes import TagHit
 from graphstore.relevance import (
     STRUCTURAL_KINDS,
     best_paths,
+    cites_pages,
     hop_share,
     is_citation,
     page_leads,
@@ -68,13 +69,17 @@ def hits(*ids: str, outgoing: frozenset[tuple[str, str]] = frozenset()) -> list[
 
 def test_a_page_split_into_passages_is_one_thing_a_citation_names() -> None:
     """A page of three passages took a third of its citer's relevance where a page of one
-    took it whole: now its best passage takes the page's share, its others a passage's."""
+    took it whole: now its best passage takes the page's share, its others a passage's.
+    A page longer than a search reads of a tag (a manual's page of fifty passages) counted
+    its passages: its pages are counted now, read or not."""
     page = hits("wiki/Foxx.txt#2", "wiki/Foxx.txt#0", "wiki/Foxx.txt#1")  # best first
-    assert page_leads(MENTION, page, 3) == {"wiki/Foxx.txt#2"}  # the page's share: 1
+    assert cites_pages(MENTION, page)
+    assert page_leads(page, 3, 1) == {"wiki/Foxx.txt#2"}  # the page's share: 1
     two = hits("wiki/Foxx.txt#0", "wiki/Foxx.md#0", "Foxx#1", "wiki/Foxx.md#1")
-    assert page_leads(MENTION, two, 4) == {"wiki/Foxx.txt#0", "wiki/Foxx.md#0", "Foxx#1"}
+    assert page_leads(two, 4, 3) == {"wiki/Foxx.txt#0", "wiki/Foxx.md#0", "Foxx#1"}
     pages = hits("wiki/Foxx.txt#0", "wiki/Foxx.md#0")
-    assert page_leads(MENTION, pages, 2) == frozenset()  # a page a passage: as they are
-    assert page_leads(MENTION, page, 7) == frozenset()  # not read whole: passages, as before
+    assert page_leads(pages, 2, 2) == frozenset()  # a page a passage: as they are
+    assert page_leads(page, 50, 1) == {"wiki/Foxx.txt#2"}  # three read of a page of fifty
+    assert page_leads(pages, 50, 50) == frozenset()  # fifty pages of a passage each
     shared = hits("wiki/Foxx.txt#0", "wiki/Foxx.txt#1", outgoing=frozenset({KEYWORD}))
-    assert page_leads(KEYWORD, shared, 2) == frozenset()  # a page's passages sharing a word
+    assert not cites_pages(KEYWORD, shared)  # a page's passages sharing a word

@@ -255,6 +255,25 @@ async def test_tag_sizes_count_the_nodes_linking_in_that_pass_the_filter(backend
     assert await backend.tag_sizes(tags, red) == {("kw", "t"): 1, ("kw", "none"): 0}
 
 
+async def test_tag_pages_count_the_pages_of_the_nodes_linking_in(backend: Storage):
+    """Passages `page#n` of one file are one page; a node of another id is its own."""
+    cite = Link.incoming("mention", "p")
+    await backend.upsert(
+        [
+            stored("p.txt#0", [1, 0, 0], [cite], {"color": "red"}),
+            stored("p.txt#1", [0, 1, 0], [cite], {"color": "blue"}),
+            stored("p.txt#2", [0, 0, 1], [cite], {"color": "red"}),
+            stored("q.md#0", [1, 1, 0], [cite], {"color": "blue"}),
+            stored("loose", [1, 0, 1], [cite], {"color": "red"}),
+            stored("out.txt#0", [0, 1, 1], [Link.outgoing("mention", "p")]),
+        ]
+    )
+    tags = [("mention", "p"), ("mention", "none")]
+    assert await backend.tag_pages(tags) == {("mention", "p"): 3, ("mention", "none"): 0}
+    blue = parse_filter({"color": "blue"})
+    assert await backend.tag_pages(tags, blue) == {("mention", "p"): 2, ("mention", "none"): 0}
+
+
 async def test_the_first_model_recorded_stays_recorded(open_backend):
     first = open_backend()
     assert await first.recorded_model() is None

@@ -514,6 +514,25 @@ async def test_a_page_cited_is_cited_whole_however_many_passages_it_was_split_in
     assert fourth == "D00"
 
 
+async def test_a_page_longer_than_a_tag_read_is_still_cited_whole(backend):
+    """A cites page B, split into eight passages: more than a search reads of a tag
+    (`adjacent_k`, 5), so B's pages were not counted and its best passage took an eighth of
+    A's relevance, below the next nearest passages (a Git manual's hyperlinks to pages of
+    20-300 passages passed almost nothing).  Its pages are counted now, read or not."""
+    nodes = {"A.txt#0": (Q, [Link.outgoing("mention", "b")])}
+    nodes |= {
+        f"B.txt#{i}": (norm([0.1 - 0.01 * i, 0, 1]), [Link.incoming("mention", "b")])
+        for i in range(8)
+    }
+    nodes |= {f"D{i:02d}": (norm([0.9 - 0.03 * i, 0.45, 0]), []) for i in range(12)}
+    store = await build(backend, nodes)
+    hits = {h.node.id: h for h in await store.asearch("q", k=2)}
+    assert set(hits) == {"A.txt#0", "B.txt#0"}
+    assert hits["B.txt#0"].score == pytest.approx(1.0, abs=1e-5)
+    third = [h.node.id for h in await store.asearch("q", k=3)][2]
+    assert third == "D00"  # B's other passages take a passage's share
+
+
 @pytest.mark.parametrize("k", [ROOTS, ROOTS + 2])
 async def test_without_links_the_default_searches_return_the_nearest_passages(backend, k):
     """Five near copies of one answer lead; D, less similar and unlike them, comes sixth.

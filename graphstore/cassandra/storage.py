@@ -607,6 +607,15 @@ class CassandraStorage(Storage):
             return dict.fromkeys(tags, 0)
         return await self._reader.sizes(tags, where)
 
+    async def tag_pages(
+        self, tags: Sequence[TagKey], where: Condition = EVERYTHING
+    ) -> dict[TagKey, int]:
+        """Each tag's keys read (the small part, and a hot tag's buckets) and counted here,
+        concurrently."""
+        if not await self._present():
+            return dict.fromkeys(tags, 0)
+        return await self._reader.pages(tags, where)
+
     async def recorded_model(self) -> str | None:
         if not await self._present():  # no passages yet, so nothing to mix with
             return None

@@ -34,7 +34,7 @@ from graphstore.cassandra.rows import ranked_groups
 from graphstore.cassandra.session import Requests
 from graphstore.filters import EVERYTHING, Condition, FilterValues, holds
 from graphstore.links import TagKey
-from graphstore.nodes import TagHit, Vector
+from graphstore.nodes import TagHit, Vector, page_of
 
 IN_TAGS = 10
 """Tags read by one `IN` query.  A node looks up the partitions of one `IN` one after the
@@ -167,6 +167,27 @@ class TagReader:
             sizes[tag] += count
         return sizes
 
+    async def pages(self, tags: Sequence[TagKey], where: Condition) -> dict[TagKey, int]:
+        """How many pages the nodes passing `where` under each tag belong to: the small
+        part's keys and each hot bucket's members, read and counted here."""
+
+        async def members(tag: TagKey) -> set[str]:
+            rows = await self._requests.run(READ_TAG_KEYS, tag)
+            found = {
+                node_id
+                for _, _, node_id, terms in rows
+                if node_id is not None and passes(where, terms)
+            }
+            buckets = bucket_count(rows[0][1] if rows else None)
+            self._hot.learn(tag, buckets)
+            return found | await self._hot_members(tag, buckets, where) if buckets else found
+
+        counted = await asyncio.gather(*(members(tag) for tag in tags))
+        return {
+            tag: len({page_of(node_id) for node_id in ids})
+            for tag, ids in zip(tags, counted, strict=True)
+        }
+
     async def _hot_size(self, tag: TagKey, buckets: int, where: Condition) -> int:
         """Rows of a hot tag's buckets passing `where`: the directory's count unfiltered;
         else a COUNT per bucket when one exact query answers the filter, or the members of
@@ -184,12 +205,20 @@ class TagReader:
                 )
             )
             return sum(int(rows[0][0]) for rows in counts)
+        return len(await self._hot_members(tag, buckets, where, planned))
+
+    async def _hot_members(
+        self, tag: TagKey, buckets: int, where: Condition, planned: Plan | None = None
+    ) -> set[str]:
+        """The ids of a hot tag's rows passing `where`, every bucket read by each query of
+        the filter's plan."""
+        plan = planned or await self._plan(where)
 
         async def members(bucket: int, branch: Branch) -> set[str]:
             rows = await self._requests.run(HOT_MEMBERS, (*tag, bucket, *branch.values), branch.cql)
             return {node_id for node_id, terms in rows if branch.exact or passes(where, terms)}
 
         found = await asyncio.gather(
-            *(members(b, branch) for b in range(buckets) for branch in planned.branches)
+            *(members(b, branch) for b in range(buckets) for branch in plan.branches)
         )
-        return len(set().union(*found))
+        return set().union(*found)
