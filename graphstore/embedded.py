@@ -151,6 +151,8 @@ class _Index:
         self.dimension = dimension
         self.matrix = np.zeros((0, dimension or 0), dtype=np.float32)
         self.ids: list[str | None] = []
+        self.page_at: list[str] = []
+        """Per slot, the page of its node (`nodes.page_of`), for `pages`."""
         self.slot_of: dict[str, int] = {}
         self.free: list[int] = []
         self.outgoing: dict[int, frozenset[TagKey]] = {}
@@ -158,6 +160,7 @@ class _Index:
         self.postings: dict[TagKey, set[int]] = {}
         self.filters = FilterIndex()
         self._posting_arrays: dict[TagKey, NDArray[np.intp]] = {}
+        self._page_counts: dict[TagKey, int] = {}
         self._leads: dict[int, frozenset[TagKey]] = {}
         """Per slot, the outgoing tags that lead to another node (see `leads`)."""
         self.version = 0
@@ -169,6 +172,7 @@ class _Index:
             return self.free.pop()
         slot = len(self.ids)
         self.ids.append(None)
+        self.page_at.append("")
         if slot >= self.matrix.shape[0]:
             grown = np.zeros((max(16, 2 * self.matrix.shape[0]), self.matrix.shape[1]), np.float32)
             grown[: self.matrix.shape[0]] = self.matrix
@@ -187,6 +191,7 @@ class _Index:
         self._leads.clear()
         slot = self._slot()
         self.ids[slot] = entry.id
+        self.page_at[slot] = page_of(entry.id)
         self.slot_of[entry.id] = slot
         self.matrix[slot] = entry.embedding
         self.outgoing[slot] = entry.outgoing
@@ -195,6 +200,7 @@ class _Index:
         for tag in self.incoming[slot]:
             self.postings.setdefault(tag, set()).add(slot)
             self._posting_arrays.pop(tag, None)
+            self._page_counts.pop(tag, None)
 
     def remove(self, node_id: str) -> bool:
         slot = self.slot_of.pop(node_id, None)
@@ -205,6 +211,7 @@ class _Index:
         for tag in self.incoming.pop(slot):
             self.postings[tag].discard(slot)
             self._posting_arrays.pop(tag, None)
+            self._page_counts.pop(tag, None)
             if not self.postings[tag]:
                 del self.postings[tag]
         self.filters.discard(slot)
@@ -243,6 +250,17 @@ class _Index:
             ]
             for page in ranked
         ]
+
+    def pages(self, tag: TagKey, allowed: Mask | None) -> int:
+        """How many pages the `allowed` slots under `tag` belong to (kept until the tag
+        changes when no filter applies)."""
+        if allowed is not None:
+            return len({self.page_at[slot] for slot in self.candidates(tag, allowed)})
+        count = self._page_counts.get(tag)
+        if count is None:
+            count = len({self.page_at[slot] for slot in self.postings.get(tag, ())})
+            self._page_counts[tag] = count
+        return count
 
     def allowed(self, where: Condition) -> Mask | None:
         """Which slots pass `where` (None: all, no filter): computed once per search call."""
@@ -757,13 +775,8 @@ class EmbeddedStorage(Storage):
     ) -> dict[TagKey, int]:
         with self._lock, self._failures("reading"):
             self._fresh()
-            allowed, ids = self._index.allowed(where), self._index.ids
-            return {
-                tag: len(
-                    {page_of(ids[slot] or "") for slot in self._index.candidates(tag, allowed)}
-                )
-                for tag in tags
-            }
+            allowed = self._index.allowed(where)
+            return {tag: self._index.pages(tag, allowed) for tag in tags}
 
     async def recorded_model(self) -> str | None:
         with self._lock, self._failures("reading"):

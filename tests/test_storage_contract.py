@@ -272,6 +272,10 @@ async def test_tag_pages_count_the_pages_of_the_nodes_linking_in(backend: Storag
     assert await backend.tag_pages(tags) == {("mention", "p"): 3, ("mention", "none"): 0}
     blue = parse_filter({"color": "blue"})
     assert await backend.tag_pages(tags, blue) == {("mention", "p"): 2, ("mention", "none"): 0}
+    await backend.delete(["q.md#0", "p.txt#1"])  # counts follow writes
+    await backend.upsert([stored("r.txt#4", [1, 1, 1], [cite]), stored("s.txt#0", [1, 0, 0])])
+    assert await backend.tag_pages(tags) == {("mention", "p"): 3, ("mention", "none"): 0}
+    assert await backend.tag_pages(tags, blue) == {("mention", "p"): 0, ("mention", "none"): 0}
 
 
 async def test_the_first_model_recorded_stays_recorded(open_backend):
