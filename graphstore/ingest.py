@@ -379,8 +379,10 @@ class IngestReport:
     nothing, a pipe), by source name: not read, so passages stored from them before are
     removed as stale."""
     unchaptered: list[str] = field(default_factory=list)
-    """Files without a chapter heading, by source name, when other files of the ingest have
-    one: their passages have no chapter, so a prompt as of a chapter leaves them out."""
+    """Files without a chapter heading, by source name, when at least as many files of the
+    ingest have one (a novel's chapter file whose heading was forgotten, not a manual whose
+    one long page is in chapters): their passages have no chapter, so a prompt as of a
+    chapter leaves them out."""
 
 
 def unchanged_since(versions: Mapping[Path, FileVersion | None]) -> set[str]:
@@ -494,9 +496,9 @@ async def ingest(
     unchanged.update(old for old, name in renamed.items() if name in unchanged)
     gone = stale(before, written, unchanged)
     removed = await store.adelete(gone) if gone else 0
-    unchaptered = (
-        sorted(s for s, has in chaptered.items() if not has) if any(chaptered.values()) else []
-    )
+    unchaptered = sorted(source for source, has in chaptered.items() if not has)
+    if len(unchaptered) > len(chaptered) - len(unchaptered):  # a folder of other documents
+        unchaptered = []
     return IngestReport(
         files=len(files),
         passages=total,

@@ -628,7 +628,10 @@ def _shown_text(element: Tag) -> str:
 
 
 def _clean(text: str) -> str:
-    return re.sub(r"[ \t\r\f\v]+", " ", text.replace("¶", "")).strip()
+    """A block's text with every run of spaces but line breaks as one space: a non-breaking
+    space (`&nbsp;`, as in a DocBook heading `Chapter&nbsp;3.`) too, so that section paths
+    read and filter as typed."""
+    return re.sub(r"[^\S\n]+", " ", text.replace("¶", "")).strip()
 
 
 def _code(text: str) -> str:

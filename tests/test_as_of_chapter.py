@@ -162,6 +162,13 @@ def test_a_file_without_a_chapter_heading_is_named_and_a_store_without_chapters_
     plain = ["--store", str(tmp_path / "notes.db")]
     assert main([*plain, "ingest", str(notes), "--root", str(tmp_path)]) == 0
     assert "chapter" not in capsys.readouterr().err  # no file has one: nothing unlike the rest
+    (notes / "manual.md").write_text("# Chapter 1\n\nThe ferry timetable.\n", encoding="utf-8")
+    (notes / "tides.md").write_text("Tides at the harbour.\n", encoding="utf-8")
+    assert main([*plain, "ingest", str(notes), "--root", str(tmp_path)]) == 0
+    assert "chapter" not in capsys.readouterr().err  # one long document in chapters of three
+    (notes / "manual.md").unlink()
+    assert main([*plain, "ingest", str(notes), "--root", str(tmp_path)]) == 0
+    capsys.readouterr()
     for command in (["prompt", "the harbour"], ["search", "the harbour"]):
         assert main([*plain, *command, "--as-of-chapter", "3"]) == 0
         assert capsys.readouterr().err.splitlines()[-1] == (

@@ -199,6 +199,16 @@ def test_html_text_is_kept_as_the_page_shows_it():
     )
 
 
+def test_a_non_breaking_space_reads_as_a_space():
+    """Git's user manual heads its chapters `Chapter&nbsp;3.`: the section path kept the
+    non-breaking space, so it printed quoted and a filter on it needed one typed."""
+    html = "<h2>Chapter&nbsp;3.&nbsp;Developing</h2><p>Commit&nbsp;often,\u2009please.</p>"
+    [passage] = split_html("manual.html", html, 1000)
+    assert passage.section == ("Chapter 3. Developing",)
+    assert passage.text == "Chapter 3. Developing\n\nCommit often, please."
+    assert passage.chapter == 3
+
+
 def test_a_heading_with_no_text_opens_the_next_sections_first_passage():
     """`# Chapter 3` right above `## At the harbour` was a passage of its own: one line that
     a search or a writer prompt spent a place on, and a prompt cited by its heading alone."""
