@@ -852,6 +852,8 @@ async def _ingest(args: argparse.Namespace, store: GraphStore, shown: str) -> No
         print(f"graphstore: {_skipped(report.skipped)}", file=sys.stderr)
     if report.unchaptered:
         print(f"graphstore: {_unchaptered(report.unchaptered)}", file=sys.stderr)
+    if report.changed:
+        print(f"graphstore: {_changed(report.changed)}", file=sys.stderr)
     stats = await store.astats()
     print(
         f"ingested {_count(report.passages, 'passage')} from {_count(report.files, 'file')} "
@@ -891,6 +893,17 @@ def _unchaptered(names: Sequence[str]) -> str:
         f"no chapter heading in {_first_names(names)}, unlike the other files: "
         f"{'its' if len(names) == 1 else 'their'} passages have no chapter, and "
         "--as-of-chapter leaves them out"
+    )
+
+
+def _changed(names: Sequence[str]) -> str:
+    """One line naming the files an ingest left out because they changed while it ran."""
+    one = len(names) == 1
+    return (
+        f"{_first_names(names)} {'was' if one else 'were'} written again or removed while this "
+        f"ingest ran, so {'its' if one else 'their'} passages were not stored from the text "
+        "read before (another ingest or delete may have come since): ingest again to store "
+        f"{'it' if one else 'them'} as {'it is' if one else 'they are'} now"
     )
 
 

@@ -378,6 +378,10 @@ class IngestReport:
     """Entries under the folders ingested that are neither a file nor a folder (a link to
     nothing, a pipe), by source name: not read, so passages stored from them before are
     removed as stale."""
+    changed: list[str] = field(default_factory=list)
+    """Files written again or removed while the ingest ran, by source name: their passages
+    were not written (another process may have ingested or deleted them meanwhile, and an
+    older text must not undo that); the next ingest of the file stores them."""
     unchaptered: list[str] = field(default_factory=list)
     """Files without a chapter heading, by source name, when at least as many files of the
     ingest have one (a novel's chapter file whose heading was forgotten, not a manual whose
@@ -479,6 +483,24 @@ async def ingest(
         filtered = tag_filter.fit_apply(every)
     total = 0
     written: set[str] = set()
+    read_as = {recorded_file(path): (path, version) for path, version in versions.items()}
+    changed: set[str] = set()
+
+    def current(nodes: list[Node]) -> list[Node]:
+        """The nodes of files still as they were when this ingest began, checked just
+        before their batch is written: one written again meanwhile (or removed) may have
+        been ingested or deleted by another process, whose write this one must not undo."""
+        files_now = {str(node.metadata[FILE]) for node in nodes}
+        moved = {
+            file
+            for file in files_now
+            if file not in read_as or file_version(read_as[file][0]) != read_as[file][1]
+        }
+        changed.update(
+            str(node.metadata["source"]) for node in nodes if node.metadata[FILE] in moved
+        )
+        return [node for node in nodes if node.metadata[FILE] not in moved]
+
     for batch in batches(read_all(files, max_chars), batch_size):
         if filtered is None:
             nodes = linked_passages(batch, linkers, metadata)
@@ -488,7 +510,7 @@ async def ingest(
                 to_node(passage, found, metadata)
                 for passage, found in zip(batch, links, strict=True)
             ]
-        written.update(await store.aadd_nodes(nodes, reuse_embeddings=True))
+        written.update(await store.aadd_nodes(nodes, reuse_embeddings=True, before_write=current))
         total += len(batch)
         if on_batch:
             on_batch(len(batch))
@@ -501,8 +523,9 @@ async def ingest(
         unchaptered = []
     return IngestReport(
         files=len(files),
-        passages=total,
+        passages=len(written),
         removed=removed,
         skipped=skipped,
         unchaptered=unchaptered,
+        changed=sorted(changed),
     )

@@ -16,7 +16,7 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -237,8 +237,9 @@ class GraphStore(Closing):
         *,
         vectors: VectorsLike | None = None,
         reuse_embeddings: bool = False,
+        before_write: Callable[[list[Node]], list[Node]] | None = None,
     ) -> list[str]:
-        """Embed (unless `vectors` are given) and upsert nodes; return their ids.
+        """Embed (unless `vectors` are given) and upsert nodes; return the ids written.
 
         The whole input is validated before anything is written.  Writes go in batches of
         `batch_size`; each node is written completely or not at all, so a failure part-way
@@ -249,7 +250,9 @@ class GraphStore(Closing):
         `reuse_embeddings`, a node stored under its id with the same text keeps its stored
         embedding instead of being embedded again: what an ingest does, since the store's
         model made that embedding from that text (a node stored with a vector of its own
-        would keep it, so this is not the default).
+        would keep it, so this is not the default).  `before_write` is given each batch once
+        it is embedded, just before it is written, and returns the nodes still to write: an
+        ingest leaves out the passages of a file written again since it read it.
         """
         checked = [check_node(node) for node in listed("nodes", nodes, "Nodes")]
         ids = [node.id for node in checked]
@@ -269,6 +272,7 @@ class GraphStore(Closing):
                 dimension = given[-1].size
         for node in checked:
             self.storage.check_write_size(node, dimension)
+        left_out: set[str] = set()
         for start in range(0, len(checked), self.batch_size):
             await asyncio.sleep(0)  # a Ctrl-C or SIGTERM (a cancel) stops the write here
             batch = checked[start : start + self.batch_size]
@@ -287,10 +291,13 @@ class GraphStore(Closing):
                     embedded.append(vector)
                     dimension = vector.size
                 await self._checked_model(writing=True)  # a model that fails is not recorded
-            await self.storage.upsert(
-                [StoredNode(node, vector) for node, vector in zip(batch, embedded, strict=True)]
-            )
-        return ids
+            pairs = list(zip(batch, embedded, strict=True))
+            if before_write is not None:
+                still = {node.id for node in before_write(batch)}
+                left_out.update(node.id for node in batch if node.id not in still)
+                pairs = [(node, vector) for node, vector in pairs if node.id in still]
+            await self.storage.upsert([StoredNode(node, vector) for node, vector in pairs])
+        return [node_id for node_id in ids if node_id not in left_out]
 
     def add_nodes(
         self,
@@ -298,9 +305,14 @@ class GraphStore(Closing):
         *,
         vectors: VectorsLike | None = None,
         reuse_embeddings: bool = False,
+        before_write: Callable[[list[Node]], list[Node]] | None = None,
     ) -> list[str]:
         """Sync twin of `aadd_nodes`."""
-        return run_sync(self.aadd_nodes(nodes, vectors=vectors, reuse_embeddings=reuse_embeddings))
+        return run_sync(
+            self.aadd_nodes(
+                nodes, vectors=vectors, reuse_embeddings=reuse_embeddings, before_write=before_write
+            )
+        )
 
     async def _stored_embeddings(self, nodes: Sequence[Node]) -> dict[str, Vector]:
         """The stored embeddings of those of `nodes` stored under their id with their text;
