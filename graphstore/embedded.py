@@ -422,6 +422,9 @@ class EmbeddedStorage(Storage):
         self._in_transaction = False
         """Whether a `_transaction` of this storage is open (`_db.in_transaction` may also
         be true after an interrupt)."""
+        self._closed = False
+        """Set by `close`: a call after it says so, not SQLite's "Cannot operate on a
+        closed database"."""
         opened = open_file(self.path, timeout, create=create)
         self._db = opened.connection
         self._file = None if self.path == MEMORY else file_identity(self.path)
@@ -452,9 +455,8 @@ class EmbeddedStorage(Storage):
         try:
             yield
         except sqlite3.Error as error:
-            raise StorageError(
-                f"{action} {self.path} failed: {cause(error, self.timeout)}"
-            ) from error
+            said = "the store was closed" if self._closed else cause(error, self.timeout)
+            raise StorageError(f"{action} {self.path} failed: {said}") from error
 
     @contextmanager
     def _transaction(self, begin: str = "BEGIN") -> Iterator[None]:
@@ -888,4 +890,5 @@ class EmbeddedStorage(Storage):
 
     async def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._db.close()

@@ -313,3 +313,14 @@ def test_opening_a_missing_file_without_creating_refuses_and_leaves_no_file(tmp_
         EmbeddedStorage(path, create=False)
     run_sync(EmbeddedStorage(path).close())
     run_sync(EmbeddedStorage(path, create=False).close())
+
+
+async def test_a_call_after_close_says_the_store_was_closed(tmp_path: Path):
+    """Searches in flight when a web worker closed its store failed with SQLite's own
+    words, "Cannot operate on a closed database"."""
+    store = GraphStore(KeyedEmbeddings(), EmbeddedStorage(tmp_path / "s.db"))
+    await store.aadd_nodes([Node("a", "alpha")])
+    await store.aclose()
+    for call in (store.asearch("alpha"), store.aadd_nodes([Node("b", "beta")])):
+        with pytest.raises(StorageError, match=r" failed: the store was closed$"):
+            await call
