@@ -52,7 +52,7 @@ from graphstore.filter_index import FilterIndex, Mask
 from graphstore.filters import EVERYTHING, Condition, FilterValues
 from graphstore.links import TagKey, encode_links, incoming_tags, outgoing_tags
 from graphstore.nodes import Node, StoredNode, TagHit, Vector, page_of
-from graphstore.sqlite_file import cause, open_file, rows_where_in
+from graphstore.sqlite_file import cause, file_stamp, open_file, rows_where_in
 from graphstore.storage import (
     ScoredNode,
     Storage,
@@ -425,12 +425,15 @@ class EmbeddedStorage(Storage):
         self._closed = False
         """Set by `close`: a call after it says so, not SQLite's "Cannot operate on a
         closed database"."""
+        stamp = file_stamp(self.path)  # before opening: a write from then on is seen
         opened = open_file(self.path, timeout, create=create)
         self._db = opened.connection
         self._file = None if self.path == MEMORY else file_identity(self.path)
         """The file opened (device, inode): a write checks the path still names it."""
         self.read_only = opened.read_only
         self._has_change_log = opened.has_change_log
+        self._immutable_stamp = stamp if opened.immutable else None
+        """The file as an `immutable` connection opened it (`_reopen_if_written`)."""
         self._index = _Index(None)
         self._corrupt: dict[str, str] = {}
         """Rows changed outside graphstore that cannot be decoded, with the reason: left out
@@ -520,9 +523,27 @@ class EmbeddedStorage(Storage):
                 str(self.path),
             )
 
+    def _reopen_if_written(self) -> None:
+        """Connect again when another process has written a file opened `immutable` (read
+        only, where no `-wal` or `-shm` could be made beside it): SQLite reads such a file as
+        if no one changed it, and once the writer's commits reached it, reads of pages
+        changed under it failed as "database disk image is malformed".  The new connection
+        reads the file as it is now, through the writer's `-wal` and `-shm` when they are
+        there (then it sees every later commit), and `_refresh` reads what changed."""
+        if self._immutable_stamp is None or file_stamp(self.path) == self._immutable_stamp:
+            return
+        stamp = file_stamp(self.path)
+        opened = open_file(self.path, self.timeout, create=False)
+        self._db.close()
+        self._db = opened.connection
+        self._has_change_log = opened.has_change_log
+        self._immutable_stamp = stamp if opened.immutable else None
+        self._data_version = None
+
     def _refresh(self) -> None:
         """Bring memory up to what other connections committed, reading only what changed."""
         self._check_file()
+        self._reopen_if_written()
         version = self._db.execute("PRAGMA data_version").fetchone()[0]
         if version == self._data_version:
             return

@@ -76,6 +76,18 @@ class OpenedFile:
     read_only: bool
     has_change_log: bool
     """False only for a read-only file written by version 1: readers then reload in full."""
+    immutable: bool = False
+    """Opened `immutable` (`_connect_read_only`): SQLite assumes no one changes the file."""
+
+
+def file_stamp(path: str) -> tuple[int, int] | None:
+    """A file's size and modification time in nanoseconds (None when it cannot be looked
+    at): what changes when another process writes it."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (status.st_size, status.st_mtime_ns)
 
 
 IN_CHUNK = 500
@@ -134,8 +146,9 @@ def open_file(path: str, timeout: float, *, create: bool = True) -> OpenedFile:
             raise StoreOpenError(f"no store at {shown}")
         read_only = file.exists() and not writable(file)
     try:
+        immutable = False
         if read_only:
-            db = _connect_read_only(Path(path), timeout, shown)
+            db, immutable = _connect_read_only(Path(path), timeout, shown)
             state = _state(db, shown)
             if state == "empty":
                 raise StoreOpenError(f"{shown} is read-only and not yet a graphstore file")
@@ -155,7 +168,7 @@ def open_file(path: str, timeout: float, *, create: bool = True) -> OpenedFile:
         db.text_factory = lenient_text
     except sqlite3.Error as error:
         raise StoreOpenError(f"cannot open {shown}: {cause(error, timeout)}") from error
-    return OpenedFile(db, read_only, has_change_log)
+    return OpenedFile(db, read_only, has_change_log, immutable)
 
 
 def missing(file: Path) -> bool:
@@ -178,16 +191,18 @@ def lenient_text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-def _connect_read_only(file: Path, timeout: float, shown: str) -> sqlite3.Connection:
+def _connect_read_only(file: Path, timeout: float, shown: str) -> tuple[sqlite3.Connection, bool]:
     """A read-only connection: `mode=ro`, or `immutable` when SQLite cannot create the WAL
     index beside the file (see the module's docstring) and there is no write-ahead log that
-    `immutable` would leave unread (a copy of a store with its `-wal`, no `-shm`)."""
+    `immutable` would leave unread (a copy of a store with its `-wal`, no `-shm`); and
+    whether it is `immutable`."""
     uri = file.absolute().as_uri()
     db = sqlite3.connect(
         f"{uri}?mode=ro", timeout, isolation_level=None, check_same_thread=False, uri=True
     )
     try:
         _tables(db)
+        return db, False
     except sqlite3.OperationalError as error:
         if not _no_wal_index(error):
             raise
@@ -207,7 +222,7 @@ def _connect_read_only(file: Path, timeout: float, shown: str) -> sqlite3.Connec
             check_same_thread=False,
             uri=True,
         )
-    return db
+    return db, True
 
 
 def _no_wal_index(error: sqlite3.Error) -> bool:

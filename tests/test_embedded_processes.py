@@ -625,6 +625,55 @@ def test_a_store_this_user_cannot_write_still_sees_what_its_writer_commits(tmp_p
         shutil.rmtree(folder)
 
 
+def test_a_reader_that_could_make_no_wal_index_reads_again_once_the_file_is_written(
+    tmp_path: Path,
+):
+    """A reader in a folder it cannot write (root's, mode 755) opens the store `immutable`:
+    SQLite then assumes no one writes the file.  Once root's writes reached it, the reader
+    served what the file held when it opened, or, for a store larger than SQLite's page
+    cache, failed every search with "the file is corrupt" (a new user's probe).  It now
+    connects again when the file changed, and sees the commits."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to read as another user")
+    with folder_of_another_user(tmp_path) as folder:
+        path = folder / "roots.db"
+        make_store(path)
+        opened, written = os.pipe(), os.pipe()
+
+        def reader() -> list[object]:
+            os.close(opened[0])
+            os.close(written[1])
+
+            async def read() -> list[object]:
+                storage = EmbeddedStorage(path)
+                seen: list[object] = [storage.read_only, (await storage.stats()).nodes]
+                os.write(opened[1], b"x")
+                os.read(written[0], 1)
+                seen.append((await storage.stats()).nodes)
+                found = await storage.search(QUERY, 1, EVERYTHING)
+                seen.append([hit.stored.node.id for hit in found])
+                await storage.close()
+                return seen
+
+            return asyncio.run(read())
+
+        def writer() -> None:
+            os.close(opened[1])
+            os.close(written[0])
+            try:
+                assert os.read(opened[0], 1) == b"x"
+                storage = EmbeddedStorage(path)
+                run_sync(storage.upsert([stored("exact", ["b"], [1.0, 0.0, 0.0])]))
+                run_sync(storage.close())  # the last connection: its commit reaches the file
+                assert not (folder / "roots.db-wal").exists()
+                os.write(written[1], b"x")
+            finally:
+                os.close(opened[0])
+                os.close(written[1])
+
+        assert as_nobody(reader, writer) == [True, 2, 3, ["exact"]]
+
+
 def test_a_delete_of_unknown_ids_does_not_hide_the_next_write_of_another_process(
     tmp_path: Path,
 ):
