@@ -11,7 +11,8 @@ store, so reads see its commits; in a writable folder SQLite creates ``-wal`` an
 beside the file for that, and a read-only connection cannot remove them (they keep the
 file's permissions: a writer that cannot write them is refused, see `cause`).  Only when
 they neither exist nor can be created (read-only media, a folder this user cannot write) is
-the file opened ``immutable``, writing nothing: then nothing written later is seen.
+the file opened ``immutable``, writing nothing: then nothing written later is seen until
+it reaches the file, when the storage connects again (`EmbeddedStorage._reopen_if_written`).
 ``immutable`` is not used for a file that is merely not writable: a process that can write
 it (its owner, root) would change it unseen under this one, which would serve stale rows,
 or torn ones while that process checkpoints.  Messages name the file through `redact`.
