@@ -20,8 +20,10 @@ or torn ones while that process checkpoints.  Messages name the file through `re
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -145,6 +147,8 @@ def open_file(path: str, timeout: float, *, create: bool = True) -> OpenedFile:
             raise StoreOpenError(f"cannot create {shown}: {folder} does not exist")
         if not create and missing(file):  # connecting would leave an empty file behind
             raise StoreOpenError(f"no store at {shown}")
+        if missing(file):
+            check_no_log_left(file, shown)
         read_only = file.exists() and not writable(file)
     try:
         immutable = False
@@ -170,6 +174,47 @@ def open_file(path: str, timeout: float, *, create: bool = True) -> OpenedFile:
     except sqlite3.Error as error:
         raise StoreOpenError(f"cannot open {shown}: {cause(error, timeout)}") from error
     return OpenedFile(db, read_only, has_change_log, immutable)
+
+
+def check_no_log_left(file: Path, shown: str) -> None:
+    """Refuse to create a store where a process still holds the `-wal` and `-shm` of a store
+    file deleted there: SQLite takes them for the new file's (an ingest after `rm live.db`
+    while a server held it failed with "disk I/O error", left an empty file behind, and
+    emptied the holder's log).  Ones no process holds any more are SQLite's to reset."""
+    if shm_in_use(log(file, "-shm")):
+        raise StoreOpenError(
+            f"cannot create {shown}: a process still holds the store file deleted there "
+            f"(its {file.name}-wal and {file.name}-shm are beside it, and SQLite would read "
+            "them as the new store's): stop that process first"
+        )
+
+
+SHM_DMS_BYTE = 128
+"""The byte of a `-shm` file every SQLite connection using it holds a shared lock on (the
+unix VFS's "dead man switch", after the 8 WAL locks at byte 120)."""
+
+
+def shm_in_use(shm: Path) -> bool:
+    """Whether another process has a connection open on the `-shm` file (Linux: asks the
+    kernel who locks its dead-man-switch byte; False where that cannot be asked)."""
+    try:
+        descriptor = os.open(shm, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        probe = struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, SHM_DMS_BYTE, 1, 0)
+        answer = fcntl.fcntl(descriptor, fcntl.F_GETLK, probe)
+    except OSError:
+        return False
+    finally:
+        os.close(descriptor)
+    lock_type: int = struct.unpack("@hhqqi4x", answer)[0]
+    return lock_type != fcntl.F_UNLCK
+
+
+def log(file: Path, suffix: str) -> Path:
+    """SQLite's `-wal` or `-shm` file of `file`."""
+    return file.with_name(f"{file.name}{suffix}")
 
 
 def missing(file: Path) -> bool:
@@ -208,7 +253,7 @@ def _connect_read_only(file: Path, timeout: float, shown: str) -> tuple[sqlite3.
         if not _no_wal_index(error):
             raise
         db.close()
-        wal = file.with_name(f"{file.name}-wal")
+        wal = log(file, "-wal")
         if wal.exists() and wal.stat().st_size:
             raise StoreOpenError(
                 f"cannot read {shown} here: {wal.name} beside it may hold its last commits, "

@@ -741,3 +741,31 @@ def test_a_failed_open_leaves_a_store_another_process_created_meanwhile(tmp_path
     reopened = EmbeddedStorage(path)
     assert sorted(run_sync(reopened.node_ids())) == ["kept", "later"]
     run_sync(reopened.close())
+
+
+def test_a_store_is_not_created_where_a_process_holds_a_deleted_ones_log(tmp_path: Path):
+    """`rm live.db` and a new ingest while a server held the old file: SQLite took the
+    holder's `-wal` and `-shm` for the new file's, failed with "disk I/O error", left an
+    empty file behind and emptied the holder's log."""
+    path = tmp_path / "live.db"
+    make_store(path)
+    holder = OtherProcess(path)
+    try:
+        holder.upsert(("held", ["h"], [1.0, 0.0, 0.0]))
+        path.unlink()
+        wal = (tmp_path / "live.db-wal").stat().st_size
+        with pytest.raises(StoreOpenError) as error:
+            EmbeddedStorage(path)
+        assert str(error.value) == (
+            f"cannot create {path}: a process still holds the store file deleted there (its "
+            "live.db-wal and live.db-shm are beside it, and SQLite would read them as the new "
+            "store's): stop that process first"
+        )
+        assert not path.exists()
+        assert (tmp_path / "live.db-wal").stat().st_size == wal
+    finally:
+        holder.close()
+    make_store(path)  # once it has closed, its log is gone or SQLite's to reset
+    fresh = EmbeddedStorage(path)
+    assert hits(fresh) == ["near", "far"]
+    run_sync(fresh.close())
