@@ -147,8 +147,7 @@ def open_file(path: str, timeout: float, *, create: bool = True) -> OpenedFile:
             raise StoreOpenError(f"cannot create {shown}: {folder} does not exist")
         if not create and missing(file):  # connecting would leave an empty file behind
             raise StoreOpenError(f"no store at {shown}")
-        if missing(file):
-            check_no_log_left(file, shown)
+        check_log_is_its_own(file, shown)
         read_only = file.exists() and not writable(file)
     try:
         immutable = False
@@ -176,16 +175,30 @@ def open_file(path: str, timeout: float, *, create: bool = True) -> OpenedFile:
     return OpenedFile(db, read_only, has_change_log, immutable)
 
 
-def check_no_log_left(file: Path, shown: str) -> None:
-    """Refuse to create a store where a process still holds the `-wal` and `-shm` of a store
-    file deleted there: SQLite takes them for the new file's (an ingest after `rm live.db`
-    while a server held it failed with "disk I/O error", left an empty file behind, and
-    emptied the holder's log).  Ones no process holds any more are SQLite's to reset."""
-    if shm_in_use(log(file, "-shm")):
+def check_log_is_its_own(file: Path, shown: str) -> None:
+    """Refuse to open a store whose `-wal` and `-shm` a process holds for another file: one
+    deleted there, or replaced (`mv new.db live.db`), while that process had it open.
+    SQLite takes them for this file's: an ingest after `rm live.db` while a server held it
+    failed with "disk I/O error", left an empty file behind and emptied the holder's log,
+    and a store moved over a held one read the old store's passages and was corrupt after.
+    Once no process holds them nothing tells whose they are: SQLite leaves them behind when
+    the file it wrote them for has moved, and reads them as the next file's."""
+    holder = shm_holder(log(file, "-shm"))
+    if holder is None:
+        return
+    logs = f"{file.name}-wal and {file.name}-shm"
+    if missing(file):
         raise StoreOpenError(
-            f"cannot create {shown}: a process still holds the store file deleted there "
-            f"(its {file.name}-wal and {file.name}-shm are beside it, and SQLite would read "
-            "them as the new store's): stop that process first"
+            f"cannot create {shown}: a process (pid {holder}) still holds the store file deleted "
+            f"there, with the {logs} beside it, which SQLite would read as the new store's: "
+            f"stop that process, then remove {logs}"
+        )
+    if holds_file(holder, file) is False:
+        raise StoreOpenError(
+            f"cannot open {shown}: a process (pid {holder}) holds the store file this one "
+            f"replaced, with the {logs} beside it, which SQLite would read as this file's and "
+            f"corrupt it: stop that process, then remove {logs} (SQLite keeps them when the "
+            "file it wrote them for has moved)"
         )
 
 
@@ -194,22 +207,40 @@ SHM_DMS_BYTE = 128
 unix VFS's "dead man switch", after the 8 WAL locks at byte 120)."""
 
 
-def shm_in_use(shm: Path) -> bool:
-    """Whether another process has a connection open on the `-shm` file (Linux: asks the
-    kernel who locks its dead-man-switch byte; False where that cannot be asked)."""
+def shm_holder(shm: Path) -> int | None:
+    """The id of another process with a connection open on the `-shm` file, if any (Linux:
+    asks the kernel who locks its dead-man-switch byte; None where that cannot be asked)."""
     try:
         descriptor = os.open(shm, os.O_RDONLY)
     except OSError:
-        return False
+        return None
     try:
         probe = struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, SHM_DMS_BYTE, 1, 0)
         answer = fcntl.fcntl(descriptor, fcntl.F_GETLK, probe)
     except OSError:
-        return False
+        return None
     finally:
         os.close(descriptor)
-    lock_type: int = struct.unpack("@hhqqi4x", answer)[0]
-    return lock_type != fcntl.F_UNLCK
+    lock_type, _, _, _, pid = struct.unpack("@hhqqi4x", answer)
+    return int(pid) if lock_type != fcntl.F_UNLCK and pid > 0 else None
+
+
+def holds_file(pid: int, file: Path) -> bool | None:
+    """Whether process `pid` has `file` open (Linux: its `/proc` descriptors; None when
+    they cannot be read, as another user's)."""
+    try:
+        wanted = os.stat(file)
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    for descriptor in descriptors:
+        try:
+            opened = os.stat(f"/proc/{pid}/fd/{descriptor}")
+        except OSError:
+            continue
+        if (opened.st_dev, opened.st_ino) == (wanted.st_dev, wanted.st_ino):
+            return True
+    return False
 
 
 def log(file: Path, suffix: str) -> Path:
