@@ -517,6 +517,8 @@ async def _search(
             print(json.dumps(candidate_json(candidate), ensure_ascii=False))
         else:
             mmr = "" if candidate.mmr_score is None else f"  mmr {candidate.mmr_score:.3f}"
+            if candidate.copy_of is not None:
+                mmr = f"  a copy of {inline(candidate.copy_of)}"
             print(
                 f"  not returned: {inline(candidate.id)}  "
                 f"[{_how(candidate.depth, candidate.path, candidate.raised_by)}]  "

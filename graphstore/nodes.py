@@ -118,7 +118,8 @@ def hit_json(hit: Hit) -> dict[str, Any]:
 def candidate_json(candidate: Candidate) -> dict[str, Any]:
     """A candidate that lost, for scripts: `hit_json`'s keys except metadata and text
     (a search never reads them for a loser), and `unselected` true."""
-    return {"unselected": True, **_reach_json(candidate.id, candidate)}
+    copy = {"copy_of": candidate.copy_of} if candidate.copy_of is not None else {}
+    return {"unselected": True, **_reach_json(candidate.id, candidate), **copy}
 
 
 def _reach_json(node_id: str, found: Hit | Candidate) -> dict[str, Any]:
@@ -150,6 +151,9 @@ class Candidate:
     path: tuple[TagKey, ...]
     raised_by: tuple[TagKey, ...] = ()
     """As `Hit.raised_by`: the path of the link that raised its score above its similarity."""
+    copy_of: str | None = None
+    """The selected passage it copies (`mmr.COPY_SIMILARITY`): it was never selectable, and
+    has no `mmr_score`."""
 
     @property
     def via(self) -> TagKey | None:

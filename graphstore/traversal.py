@@ -357,15 +357,17 @@ class _Search:
             await self.expand(frontier[: strategy.expand_k])
         await self._select()
         if self.stats.keep_unselected:
+            copies = self.selector.copies
             self.stats.unselected = [
                 Candidate(
                     row.id,
                     row.similarity,
                     row.relevance,
-                    row.mmr_score,
+                    None if row.id in copies else row.mmr_score,
                     self.reached[row.id].depth,
                     self.reached[row.id].path,
                     self.raised.get(row.id, ()),
+                    copies.get(row.id),
                 )
                 for row in self.selector.unselected()
             ]

@@ -954,3 +954,27 @@ def test_an_option_naming_one_folder_or_file_is_refused_twice(tmp_path, capsys, 
     assert exit_status.value.code == 2
     assert f"{option} given twice: it takes one" in capsys.readouterr().err
     assert not store.exists()
+
+
+def test_debug_names_a_copy_of_a_passage_returned(tmp_path, capsys):
+    """One paragraph in two files (an included text) took two places; the copy is now
+    listed as such under `--debug`, in text and in JSON."""
+    shared = "To undo a commit that was pushed, revert it: a new commit undoes its changes."
+    for name in ("revert.md", "reset.md"):
+        (tmp_path / "docs").mkdir(exist_ok=True)
+        (tmp_path / "docs" / name).write_text(f"{shared}\n", encoding="utf-8")
+    (tmp_path / "docs" / "log.md").write_text("The log lists commits.\n", encoding="utf-8")
+    store = ["--store", str(tmp_path / "s.db")]
+    assert main([*store, "ingest", str(tmp_path / "docs"), "--root", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main([*store, "search", "undo a pushed commit", "-k", "2", "--debug"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(shared[:20]) == 1
+    assert re.search(
+        r"not returned: docs/re(set|vert)\.md#0 .* a copy of docs/re(set|vert)\.md#0", out
+    )
+    assert main([*store, "search", "undo a pushed commit", "-k", "2", "--debug", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    copies = [row for row in rows if "copy_of" in row]
+    assert len(copies) == 1
+    assert copies[0]["mmr_score"] is None

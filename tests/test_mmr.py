@@ -186,3 +186,27 @@ def test_similarities_a_caller_knows_are_kept_aligned_when_some_ids_are_known(po
         ("a", 0.5, 0.5),
         ("b", 0.25, 0.25),
     ]
+
+
+def test_a_copy_of_a_selected_candidate_is_never_selected():
+    """Two passages of one text (a footer on every page, an included paragraph) took two
+    places: λ 0.9 weighs their redundancy by 0.1 only.  A copy is closed once its text is
+    selected, whether it was in the pool already or comes later; a near copy is not."""
+    query = unit(np.array([1.0, 0.0, 0.0]))
+    same = unit(np.array([0.9, 0.3, 0.0]))
+    near = unit(np.array([0.9, 0.3, 0.01]))
+    other = unit(np.array([0.5, 0.0, 0.8]))
+    selector = MmrSelector(query, 0.9)
+    selector.add(["a", "b", "c"], np.array([same, same, other]))
+    assert [selector.pop_best().id for _ in range(2)] == ["a", "c"]
+    assert selector.copies == {"b": "a"}
+    assert selector.open_count == 0
+    assert selector.pop_best() is None
+    selector.add(["d", "e"], np.array([same, near]))
+    assert selector.copies == {"b": "a", "d": "a"}
+    assert selector.pop_best().id == "e"
+    assert [row.id for row in selector.unselected()] == ["b", "d"]
+
+
+def unit(vector: np.ndarray) -> np.ndarray:
+    return (vector / np.linalg.norm(vector)).astype(np.float32)

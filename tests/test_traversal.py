@@ -533,6 +533,26 @@ async def test_a_page_longer_than_a_tag_read_is_still_cited_whole(backend):
     assert third == "D00"  # B's other passages take a passage's share
 
 
+async def test_copies_of_one_text_take_one_place(backend):
+    """A page's footer or an included paragraph, the same text on every page, took a place
+    per copy (a Git manual's `--textconv` paragraph, in two pages, came second and fifth).
+    One copy is returned; `debug` shows the others as copies of it."""
+    footer = norm([0.9, 0.4, 0.0])
+    nodes = {f"F{i}": (footer, [Link.incoming("kw", "page")]) for i in range(3)}
+    nodes |= {f"P{i}": (norm([1.0, 0.1 * i, 0.5]), [Link.outgoing("kw", "page")]) for i in range(5)}
+    store = await build(backend, nodes)
+    stats = TraversalStats(keep_unselected=True)
+    hits = [h.node.id for h in await store.asearch("q", k=4, stats=stats)]
+    assert hits.count("F0") + hits.count("F1") + hits.count("F2") == 1
+    assert len(hits) == 4
+    copies = {c.id: c.copy_of for c in stats.unselected if c.copy_of is not None}
+    kept = next(node_id for node_id in hits if node_id.startswith("F"))
+    assert copies == {f"F{i}": kept for i in range(3) if f"F{i}" != kept}
+    assert all(c.mmr_score is None for c in stats.unselected if c.copy_of is not None)
+    mmr = [h.node.id for h in await store.ammr_traversal_search("q", k=4)]
+    assert len([node_id for node_id in mmr if node_id.startswith("F")]) == 1
+
+
 @pytest.mark.parametrize("k", [ROOTS, ROOTS + 2])
 async def test_without_links_the_default_searches_return_the_nearest_passages(backend, k):
     """Five near copies of one answer lead; D, less similar and unlike them, comes sixth.
