@@ -155,13 +155,14 @@ class MmrSelector:
         opened = len(ids)
         if self._chosen_count:
             redundancy = rows @ self._chosen[: self._chosen_count].T
-            nearest = redundancy.argmax(axis=1)
-            chosen_ids = list(self._chosen_rank)
-            copies = np.flatnonzero(redundancy[np.arange(len(ids)), nearest] >= COPY_SIMILARITY)
-            for copy in copies:
-                self._weighted_relevance[start + copy] = -np.inf
-                self.copies[ids[copy]] = chosen_ids[nearest[copy]]
-            opened -= len(copies)
+            if redundancy.max() >= COPY_SIMILARITY:  # rare: one test before any other work
+                nearest = redundancy.argmax(axis=1)
+                chosen_ids = list(self._chosen_rank)
+                copied = redundancy[np.arange(len(ids)), nearest] >= COPY_SIMILARITY
+                for copy in np.flatnonzero(copied):
+                    self._weighted_relevance[start + copy] = -np.inf
+                    self.copies[ids[copy]] = chosen_ids[nearest[copy]]
+                    opened -= 1
             ranks = self._chosen_rank
             citations = [
                 (row, ranks[citing]) for row, citing in enumerate(cited_by or ()) if citing in ranks
@@ -239,11 +240,13 @@ class MmrSelector:
         chosen = self._embeddings[best]
         redundancy = self._embeddings[:count] @ chosen
         node_id = self._ids[best]
-        open_rows = self._weighted_relevance[:count] != -np.inf
-        for row in np.flatnonzero(open_rows & (redundancy >= COPY_SIMILARITY)):
-            self._weighted_relevance[row] = -np.inf
-            self.copies[self._ids[row]] = node_id
-            self._open_count -= 1
+        copied = redundancy >= COPY_SIMILARITY  # the chosen one itself, and its copies
+        if np.count_nonzero(copied) > 1:
+            copied &= self._weighted_relevance[:count] != -np.inf
+            for row in np.flatnonzero(copied):
+                self._weighted_relevance[row] = -np.inf
+                self.copies[self._ids[row]] = node_id
+                self._open_count -= 1
         redundancy *= self._redundancy_weight
         if self._chosen_count:
             np.maximum(penalty, redundancy, out=penalty)
