@@ -209,7 +209,13 @@ unix VFS's "dead man switch", after the 8 WAL locks at byte 120)."""
 
 def shm_holder(shm: Path) -> int | None:
     """The id of another process with a connection open on the `-shm` file, if any (Linux:
-    asks the kernel who locks its dead-man-switch byte; None where that cannot be asked)."""
+    asks the kernel who locks its dead-man-switch byte; None where that cannot be asked).
+
+    Not asked when this process has the file open itself (a second store on the same path):
+    closing the descriptor the question needs would release every lock this process holds
+    on the file, SQLite's own included."""
+    if holds_file(os.getpid(), shm) is not False:
+        return None
     try:
         descriptor = os.open(shm, os.O_RDONLY)
     except OSError:

@@ -534,7 +534,7 @@ class _Search:
             self.inherited[node_id] = found
 
     async def _read(self, tags: Sequence[TagKey]) -> None:
-        """Make sure `tags` are in `pages`, reading in the same wave the unvisited tags of
+        """Make sure `tags` are in `tag_reads`, reading in the same wave the unvisited tags of
         the `Storage.read_ahead` best open candidates (those still to be expanded)."""
         missing = {tag for tag in tags if tag not in self.tag_reads}
         if not missing:

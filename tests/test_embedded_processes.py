@@ -807,3 +807,27 @@ def test_a_store_moved_over_one_a_process_holds_is_not_read_with_the_old_ones_lo
     assert hits(moved) == ["new"]
     assert run_sync(moved.check()) == []
     run_sync(moved.close())
+
+
+def test_opening_a_store_twice_in_one_process_keeps_the_first_ones_locks(tmp_path: Path):
+    """Asking the kernel who holds a `-shm` (`sqlite_file.shm_holder`) needs a descriptor
+    of it, and closing that descriptor released every lock this process held on the file:
+    a second store opened on the same path dropped the first one's SQLite locks, and other
+    processes then took the log for no one's."""
+    path = tmp_path / "s.db"
+    first = EmbeddedStorage(path)
+    run_sync(first.upsert([stored("a", ["a"], [1.0, 0.0, 0.0])]))
+    second = EmbeddedStorage(path)
+    probe = (
+        "import sys; from pathlib import Path; from graphstore.sqlite_file import shm_holder; "
+        "print(shm_holder(Path(sys.argv[1])))"
+    )
+    seen = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "s.db-shm")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert seen.stdout.strip() == str(os.getpid())
+    run_sync(second.close())
+    run_sync(first.close())
