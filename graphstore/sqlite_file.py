@@ -24,6 +24,7 @@ import fcntl
 import os
 import sqlite3
 import struct
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -128,10 +129,20 @@ def writable(file: Path) -> bool:
     return os.access(file, os.W_OK) and os.access(file.parent, os.W_OK)
 
 
+OPENING = threading.Lock()
+"""Held while a store is opened: another thread's store, opened meanwhile, could otherwise
+lose its SQLite locks when `shm_holder` closes its descriptor."""
+
+
 def open_file(path: str, timeout: float, *, create: bool = True) -> OpenedFile:
     """Open (upgrading when writable) the store at `path`, or `:memory:`; an SQLite file
     without a store's tables is made a store only if `create` (a command that only reads
     never writes a file that is not yet a store)."""
+    with OPENING:
+        return _open_file(path, timeout, create=create)
+
+
+def _open_file(path: str, timeout: float, *, create: bool) -> OpenedFile:
     read_only = False
     shown = redact(path)  # a mistyped URL taken for a path may hold a password
     if path != ":memory:":
