@@ -903,9 +903,9 @@ def _changed(names: Sequence[str]) -> str:
     one = len(names) == 1
     return (
         f"{_first_names(names)} {'was' if one else 'were'} written again or removed while this "
-        f"ingest ran, so {'its' if one else 'their'} passages were not stored from the text "
-        "read before (another ingest or delete may have come since): ingest again to store "
-        f"{'it' if one else 'them'} as {'it is' if one else 'they are'} now"
+        f"ingest ran, so {'its' if one else 'their'} passages from then on were not stored from "
+        "the text read before (another ingest or delete may have come since): ingest again to "
+        f"store {'it' if one else 'them'} as {'it is' if one else 'they are'} now"
     )
 
 

@@ -530,7 +530,9 @@ class EmbeddedStorage(Storage):
         changed under it failed as "database disk image is malformed".  The new connection
         reads the file as it is now, through the writer's `-wal` and `-shm` when they are
         there (then it sees every later commit), and `_refresh` reads what changed."""
-        if self._immutable_stamp is None or file_stamp(self.path) == self._immutable_stamp:
+        if self._closed or self._immutable_stamp is None:
+            return
+        if file_stamp(self.path) == self._immutable_stamp:
             return
         stamp = file_stamp(self.path)
         opened = open_file(self.path, self.timeout, create=False)
@@ -835,7 +837,7 @@ class EmbeddedStorage(Storage):
             )
 
     async def node_ids(self) -> list[str]:
-        with self._lock:
+        with self._lock, self._failures("reading"):
             self._check_file()
             return [row[0] for row in self._db.execute(f"SELECT id {TEXT_ID_ROWS}")]
 

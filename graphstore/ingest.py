@@ -380,8 +380,10 @@ class IngestReport:
     removed as stale."""
     changed: list[str] = field(default_factory=list)
     """Files written again or removed while the ingest ran, by source name: their passages
-    were not written (another process may have ingested or deleted them meanwhile, and an
-    older text must not undo that); the next ingest of the file stores them."""
+    from then on were not written (another process may have ingested or deleted them
+    meanwhile, and an older text must not undo that); a file of more passages than a batch
+    (256) may have had its first batches written before; the next ingest of the file
+    stores it as it is then."""
     unchaptered: list[str] = field(default_factory=list)
     """Files without a chapter heading, by source name, when at least as many files of the
     ingest have one (a novel's chapter file whose heading was forgotten, not a manual whose

@@ -126,7 +126,8 @@ class _Server(MCPServer):
 def card_json(card: Card, as_of_chapter: int | None) -> dict[str, Any]:
     """A card as an agent reads it: attribute values as they stand in `as_of_chapter`,
     and the aliases held by then (a dated one as `{name, chapter}`, as `put_card` takes it,
-    so a card read and written back keeps its dates)."""
+    so a card read without a chapter and written back keeps its dates; one read as of a
+    chapter lacks what comes later, and `put_card` lists what it drops)."""
     values = {
         name: fact.value
         for name, facts in card.attributes
@@ -257,7 +258,8 @@ def build_server(store: GraphStore, shown: str = "") -> MCPServer:
     @server.tool()
     async def get_card(name: str, as_of_chapter: StrictCount | None = None) -> dict[str, Any]:
         """An entity's card by name, alias or id (`card:…`, as search returns it), its
-        attributes as they stand in as_of_chapter (the latest values when omitted)."""
+        attributes as they stand in as_of_chapter and the aliases held by then (the latest
+        values and every alias when omitted)."""
         with _tool_errors():
             if as_of_chapter is not None:
                 check_chapter("as_of_chapter", as_of_chapter)

@@ -193,7 +193,8 @@ def check_log_is_its_own(file: Path, shown: str) -> None:
     failed with "disk I/O error", left an empty file behind and emptied the holder's log,
     and a store moved over a held one read the old store's passages and was corrupt after.
     Once no process holds them nothing tells whose they are: SQLite leaves them behind when
-    the file it wrote them for has moved, and reads them as the next file's."""
+    the file it wrote them for has moved, and reads them as the next file's.  Not asked for
+    a second store of this process (`shm_holder`)."""
     holder = shm_holder(log(file, "-shm"))
     if holder is None:
         return
@@ -204,13 +205,23 @@ def check_log_is_its_own(file: Path, shown: str) -> None:
             f"there, with the {logs} beside it, which SQLite would read as the new store's: "
             f"stop that process, then remove {logs}"
         )
-    if holds_file(holder, file) is False:
+    if holds_another(holder, file):
         raise StoreOpenError(
             f"cannot open {shown}: a process (pid {holder}) holds the store file this one "
             f"replaced, with the {logs} beside it, which SQLite would read as this file's and "
             f"corrupt it: stop that process, then remove {logs} (SQLite keeps them when the "
             "file it wrote them for has moved)"
         )
+
+
+def holds_another(holder: int, file: Path) -> bool:
+    """Whether process `holder`, seen holding the `-shm` of `file`, holds it for another
+    file: it has not `file` open, and still holds the `-shm` and still has not `file` open
+    when asked again.  Asked twice since a process sharing the store may close its
+    connection between two questions, which once looked like holding another file."""
+    if holds_file(holder, file) is not False:
+        return False
+    return shm_holder(log(file, "-shm")) == holder and holds_file(holder, file) is False
 
 
 SHM_DMS_BYTE = 128

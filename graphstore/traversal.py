@@ -42,6 +42,8 @@ class TraversalStats:
     tag_queries: int = 0
     tag_waves: int = 0
     """Storage calls for tags: each reads its tags concurrently (one round trip's worth)."""
+    page_counts: int = 0
+    """Tags whose pages the storage counted (`Storage.tag_pages`)."""
     candidates: int = 0
     keep_unselected: bool = False
     unselected: list[Candidate] = field(default_factory=list)
@@ -583,19 +585,21 @@ class _Search:
         self, tags: Sequence[TagKey], found: Sequence[Sequence[TagHit]], sizes: dict[TagKey, int]
     ) -> dict[TagKey, int]:
         """How many pages the passages under each tag belong to, where it matters: for a
-        tag that cites pages (`relevance.cites_pages`) and leads to more than one passage;
-        its size elsewhere (each passage counts alone).  A tag read whole shows its pages;
-        the storage counts the others'."""
+        tag that cites pages (`relevance.cites_pages`), is of no structural kind (one passes
+        no relevance) and leads to more than one passage; its size elsewhere (each passage
+        counts alone).  A tag read whole shows its pages; the storage counts the others'."""
         pages: dict[TagKey, int] = {}
         unknown = []
+        structural = self.strategy.structural_kinds
         for tag, tag_hits in zip(tags, found, strict=True):
-            if sizes[tag] <= 1 or not cites_pages(tag, tag_hits):
+            if sizes[tag] <= 1 or tag[0] in structural or not cites_pages(tag, tag_hits):
                 pages[tag] = sizes[tag]
             elif len(tag_hits) >= sizes[tag]:
                 pages[tag] = len({page_of(hit.id) for hit in tag_hits})
             else:
                 unknown.append(tag)
         if unknown:
+            self.stats.page_counts += len(unknown)
             counted = await self.storage.tag_pages(unknown, self.where)
             pages.update((tag, max(1, min(counted[tag], sizes[tag]))) for tag in unknown)
         return pages

@@ -324,3 +324,18 @@ async def test_a_call_after_close_says_the_store_was_closed(tmp_path: Path):
     for call in (store.asearch("alpha"), store.aadd_nodes([Node("b", "beta")])):
         with pytest.raises(StorageError, match=r" failed: the store was closed$"):
             await call
+    with pytest.raises(StorageError, match=r" failed: the store was closed$"):
+        await store.storage.node_ids()
+
+
+async def test_a_closed_immutable_reader_does_not_connect_again(tmp_path: Path):
+    """A reader opened `immutable` connects again once the file changed
+    (`_reopen_if_written`); after `close` it did too, and served on a connection no one
+    would close."""
+    path = tmp_path / "s.db"
+    run_sync(EmbeddedStorage(path).close())
+    storage = EmbeddedStorage(path)
+    storage._immutable_stamp = (0, 0)  # as if opened immutable before the file changed
+    await storage.close()
+    with pytest.raises(StorageError, match=r" failed: the store was closed$"):
+        await storage.stats()

@@ -526,11 +526,34 @@ async def test_a_page_longer_than_a_tag_read_is_still_cited_whole(backend):
     }
     nodes |= {f"D{i:02d}": (norm([0.9 - 0.03 * i, 0.45, 0]), []) for i in range(12)}
     store = await build(backend, nodes)
-    hits = {h.node.id: h for h in await store.asearch("q", k=2)}
+    stats = TraversalStats()
+    hits = {h.node.id: h for h in await store.asearch("q", k=2, stats=stats)}
     assert set(hits) == {"A.txt#0", "B.txt#0"}
     assert hits["B.txt#0"].score == pytest.approx(1.0, abs=1e-5)
+    assert stats.page_counts == 1
     third = [h.node.id for h in await store.asearch("q", k=3)][2]
     assert third == "D00"  # B's other passages take a passage's share
+
+
+async def test_a_section_path_is_not_counted_in_pages(backend):
+    """A section's passages link in on its path and none links out on it, so a hierarchy
+    tag looked like a citation of pages: the storage counted its pages (on Cassandra every
+    key of a chapter's tag, on every search), though a structural hop passes nothing."""
+    section = Link.incoming("hierarchy", "p:book.txt/Chapter 1")
+    nodes = {
+        f"book.txt#{i}": (norm([1.0, 0.1 * i, 0.2]), [section, Link.outgoing("hierarchy", "c")])
+        for i in range(8)
+    }
+    nodes |= {"c": (norm([0.5, 0.5, 0.5]), [Link.incoming("hierarchy", "c")])}
+    nodes["book.txt#0"] = (
+        norm([1.0, 0.0, 0.2]),
+        [Link.outgoing("hierarchy", "p:book.txt/Chapter 1")],
+    )
+    store = await build(backend, nodes)
+    stats = TraversalStats()
+    assert len(await store.asearch("q", k=5, stats=stats)) == 5
+    assert stats.tag_queries > 0
+    assert stats.page_counts == 0
 
 
 async def test_copies_of_one_text_take_one_place(backend):
