@@ -575,6 +575,46 @@ def test_a_read_only_store_in_a_folder_this_user_cannot_write_opens_for_reading(
         assert {file.name: file.read_bytes() for file in folder.iterdir()} == before
 
 
+def read_while_root_writes(path: Path) -> list[object]:
+    """What uid 65534, holding the store at `path` open, sees before and after root adds a
+    passage and closes (its commit then reaches the file): whether it opened read-only, the
+    passage counts before and after, and the nearest passage after."""
+    opened, written = os.pipe(), os.pipe()  # each side closes the ends it does not use,
+    # so that either sees the end of a pipe, not a hang, when the other fails
+
+    def reader() -> list[object]:
+        os.close(opened[0])
+        os.close(written[1])
+
+        async def read() -> list[object]:
+            storage = EmbeddedStorage(path)
+            seen: list[object] = [storage.read_only, (await storage.stats()).nodes]
+            os.write(opened[1], b"x")
+            os.read(written[0], 1)
+            seen.append((await storage.stats()).nodes)
+            found = await storage.search(QUERY, 1, EVERYTHING)
+            seen.append([hit.stored.node.id for hit in found])
+            await storage.close()
+            return seen
+
+        return asyncio.run(read())
+
+    def writer() -> None:
+        os.close(opened[1])
+        os.close(written[0])
+        try:
+            assert os.read(opened[0], 1) == b"x"
+            storage = EmbeddedStorage(path)
+            run_sync(storage.upsert([stored("exact", ["b"], [1.0, 0.0, 0.0])]))
+            run_sync(storage.close())
+            os.write(written[1], b"x")
+        finally:
+            os.close(opened[0])
+            os.close(written[1])
+
+    return as_nobody(reader, writer)
+
+
 def test_a_store_this_user_cannot_write_still_sees_what_its_writer_commits(tmp_path: Path):
     """Why a file that this user cannot write, in a folder it can, is read through SQLite's
     WAL index (`mode=ro`, which leaves -wal and -shm files behind) and not `immutable`
@@ -587,40 +627,7 @@ def test_a_store_this_user_cannot_write_still_sees_what_its_writer_commits(tmp_p
         folder.chmod(0o777)
         path = folder / "roots.db"
         make_store(path)  # mode 644: uid 65534 may read it, not write it
-        opened, written = os.pipe(), os.pipe()  # each side closes the ends it does not use,
-        # so that either sees the end of a pipe, not a hang, when the other fails
-
-        def reader() -> list[object]:
-            os.close(opened[0])
-            os.close(written[1])
-
-            async def read() -> list[object]:
-                storage = EmbeddedStorage(path)
-                seen: list[object] = [storage.read_only, (await storage.stats()).nodes]
-                os.write(opened[1], b"x")
-                os.read(written[0], 1)
-                seen.append((await storage.stats()).nodes)
-                found = await storage.search(QUERY, 1, EVERYTHING)
-                seen.append([hit.stored.node.id for hit in found])
-                await storage.close()
-                return seen
-
-            return asyncio.run(read())
-
-        def writer() -> None:
-            os.close(opened[1])
-            os.close(written[0])
-            try:
-                assert os.read(opened[0], 1) == b"x"
-                storage = EmbeddedStorage(path)
-                run_sync(storage.upsert([stored("exact", ["b"], [1.0, 0.0, 0.0])]))
-                run_sync(storage.close())
-                os.write(written[1], b"x")
-            finally:
-                os.close(opened[0])
-                os.close(written[1])
-
-        assert as_nobody(reader, writer) == [True, 2, 3, ["exact"]]
+        assert read_while_root_writes(path) == [True, 2, 3, ["exact"]]
     finally:
         shutil.rmtree(folder)
 
@@ -638,40 +645,7 @@ def test_a_reader_that_could_make_no_wal_index_reads_again_once_the_file_is_writ
     with folder_of_another_user(tmp_path) as folder:
         path = folder / "roots.db"
         make_store(path)
-        opened, written = os.pipe(), os.pipe()
-
-        def reader() -> list[object]:
-            os.close(opened[0])
-            os.close(written[1])
-
-            async def read() -> list[object]:
-                storage = EmbeddedStorage(path)
-                seen: list[object] = [storage.read_only, (await storage.stats()).nodes]
-                os.write(opened[1], b"x")
-                os.read(written[0], 1)
-                seen.append((await storage.stats()).nodes)
-                found = await storage.search(QUERY, 1, EVERYTHING)
-                seen.append([hit.stored.node.id for hit in found])
-                await storage.close()
-                return seen
-
-            return asyncio.run(read())
-
-        def writer() -> None:
-            os.close(opened[1])
-            os.close(written[0])
-            try:
-                assert os.read(opened[0], 1) == b"x"
-                storage = EmbeddedStorage(path)
-                run_sync(storage.upsert([stored("exact", ["b"], [1.0, 0.0, 0.0])]))
-                run_sync(storage.close())  # the last connection: its commit reaches the file
-                assert not (folder / "roots.db-wal").exists()
-                os.write(written[1], b"x")
-            finally:
-                os.close(opened[0])
-                os.close(written[1])
-
-        assert as_nobody(reader, writer) == [True, 2, 3, ["exact"]]
+        assert read_while_root_writes(path) == [True, 2, 3, ["exact"]]
 
 
 def test_a_delete_of_unknown_ids_does_not_hide_the_next_write_of_another_process(
