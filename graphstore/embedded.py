@@ -532,9 +532,9 @@ class EmbeddedStorage(Storage):
         there (then it sees every later commit), and `_refresh` reads what changed."""
         if self._closed or self._immutable_stamp is None:
             return
-        if file_stamp(self.path) == self._immutable_stamp:
-            return
         stamp = file_stamp(self.path)
+        if stamp == self._immutable_stamp:
+            return
         opened = open_file(self.path, self.timeout, create=False)
         self._db.close()
         self._db = opened.connection

@@ -397,11 +397,12 @@ def unchanged_since(versions: Mapping[Path, FileVersion | None]) -> set[str]:
     written again meanwhile may have been ingested again by another process, from its new
     text, and what that process stored is not this ingest's to remove (the next ingest of
     the file removes what is stale then)."""
-    return {
-        recorded_file(path)
-        for path, version in versions.items()
-        if version is not None and file_version(path) == version
-    }
+    return {recorded_file(path) for path, version in versions.items() if as_read(path, version)}
+
+
+def as_read(path: Path, version: FileVersion | None) -> bool:
+    """Whether the file at `path` is still as `version` (taken before it was read) says."""
+    return version is not None and file_version(path) == version
 
 
 def read_all(files: Sequence[tuple[Path, str]], max_chars: int) -> Iterator[Passage]:
@@ -493,11 +494,7 @@ async def ingest(
         before their batch is written: one written again meanwhile (or removed) may have
         been ingested or deleted by another process, whose write this one must not undo."""
         files_now = {str(node.metadata[FILE]) for node in nodes}
-        moved = {
-            file
-            for file in files_now
-            if file not in read_as or file_version(read_as[file][0]) != read_as[file][1]
-        }
+        moved = {file for file in files_now if file not in read_as or not as_read(*read_as[file])}
         changed.update(
             str(node.metadata["source"]) for node in nodes if node.metadata[FILE] in moved
         )
