@@ -33,14 +33,8 @@ from typing import Any, NamedTuple
 
 from graphstore.cards import Card, card_from_mapping, check_names
 from graphstore.errors import InvalidInputError
-from graphstore.splitting import (
-    FileVersion,
-    FolderFiles,
-    file_version,
-    read_text,
-    recorded_file,
-    scan_folder,
-)
+from graphstore.file_identity import FileVersion, file_version
+from graphstore.splitting import FolderFiles, read_text, recorded_file, scan_folder
 
 MARKDOWN = (".md", ".markdown")
 YAML = (".yaml", ".yml")

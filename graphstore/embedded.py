@@ -47,12 +47,12 @@ from graphstore.errors import (
     StoreOpenError,
     StoreReplacedError,
 )
-from graphstore.file_identity import file_identity
+from graphstore.file_identity import file_identity, file_version
 from graphstore.filter_index import FilterIndex, Mask
 from graphstore.filters import EVERYTHING, Condition, FilterValues
 from graphstore.links import TagKey, encode_links, incoming_tags, outgoing_tags
 from graphstore.nodes import Node, StoredNode, TagHit, Vector, page_of
-from graphstore.sqlite_file import cause, file_stamp, open_file, rows_where_in
+from graphstore.sqlite_file import cause, open_file, rows_where_in
 from graphstore.storage import (
     ScoredNode,
     Storage,
@@ -425,7 +425,7 @@ class EmbeddedStorage(Storage):
         self._closed = False
         """Set by `close`: a call after it says so, not SQLite's "Cannot operate on a
         closed database"."""
-        stamp = file_stamp(self.path)  # before opening: a write from then on is seen
+        stamp = file_version(self.path)  # before opening: a write from then on is seen
         opened = open_file(self.path, timeout, create=create)
         self._db = opened.connection
         self._file = None if self.path == MEMORY else file_identity(self.path)
@@ -532,7 +532,7 @@ class EmbeddedStorage(Storage):
         there (then it sees every later commit), and `_refresh` reads what changed."""
         if self._closed or self._immutable_stamp is None:
             return
-        stamp = file_stamp(self.path)
+        stamp = file_version(self.path)
         if stamp == self._immutable_stamp:
             return
         opened = open_file(self.path, self.timeout, create=False)

@@ -37,7 +37,7 @@ from extractors.html_links import (
 )
 from extractors.markdown_links import MarkdownInput, MarkdownLinkExtractor
 from graphstore.errors import InvalidInputError
-from graphstore.file_identity import file_identities, file_identity
+from graphstore.file_identity import FileVersion, file_identities, file_identity, file_version
 from graphstore.link_cache import LinkCache, extract_with_cache
 from graphstore.links import Link, bounded
 from graphstore.markdown import MarkdownMarkup
@@ -55,9 +55,7 @@ from graphstore.recorded_files import (
 from graphstore.splitting import (
     FILE,
     MAX_CHARS,
-    FileVersion,
     Passage,
-    file_version,
     path_text,
     recorded_file,
     scan_folder,

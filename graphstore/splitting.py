@@ -166,20 +166,6 @@ def scan_folder(
     return FolderFiles(sorted(files), sorted(skipped))
 
 
-FileVersion = tuple[int, int, int, int]
-"""A file's device, inode, size and modification time in nanoseconds (`file_version`)."""
-
-
-def file_version(path: str | Path) -> FileVersion | None:
-    """A file's identity, size and modification time in nanoseconds: what changes when the
-    file is written again or replaced (None when it cannot be looked at)."""
-    try:
-        status = os.stat(path)
-    except OSError:
-        return None
-    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
-
-
 def read_text(path: Path) -> str:
     """A file's text as UTF-8 (a BOM and CRLF tolerated), or a one-line error."""
     try:

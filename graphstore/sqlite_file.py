@@ -84,16 +84,6 @@ class OpenedFile:
     """Opened `immutable` (`_connect_read_only`): SQLite assumes no one changes the file."""
 
 
-def file_stamp(path: str) -> tuple[int, int] | None:
-    """A file's size and modification time in nanoseconds (None when it cannot be looked
-    at): what changes when another process writes it."""
-    try:
-        status = os.stat(path)
-    except OSError:
-        return None
-    return (status.st_size, status.st_mtime_ns)
-
-
 IN_CHUNK = 500
 """Values per `IN (…)` list, below SQLite's bound-parameter limit."""
 
