@@ -774,7 +774,11 @@ class EmbeddedStorage(Storage):
         concurrency: int = 16,
         *,
         sizes: dict[TagKey, int] | None = None,
+        pages: dict[TagKey, int] | None = None,
     ) -> list[list[TagHit]]:
+        """One pass for all `tags` (`_Index.nearest_in_tags`); unfiltered, their sizes come
+        with it.  `pages` is left alone: counting every tag's pages costs more than the
+        few `tag_pages` calls a traversal makes, each a lookup in memory."""
         with self._lock, self._failures("reading"):
             self._fresh()
             index = self._index

@@ -188,13 +188,15 @@ class Storage(ABC):
         concurrency: int = 16,
         *,
         sizes: dict[TagKey, int] | None = None,
+        pages: dict[TagKey, int] | None = None,
     ) -> list[list[TagHit]]:
         """`search_tag` for each of `tags` (in order), at most `concurrency` at once.
 
         One traversal step asks for all its tags together; a backend that can answer them
         in one pass (the embedded one) overrides this.  A backend that learns a tag's size
-        (as `tag_sizes` counts it) from the same reads puts it in `sizes` when given, sparing
-        a traversal a round of counts (Cassandra, which reads small tags whole).
+        (as `tag_sizes` counts it) or its pages (as `tag_pages` counts them) from the same
+        reads puts them in `sizes` and `pages` when given, sparing a traversal a round of
+        counts (Cassandra, which reads small tags whole).
         """
         gate = asyncio.Semaphore(concurrency)
 

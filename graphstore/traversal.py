@@ -165,15 +165,16 @@ class Traversal:
         adjacent_k: int,
         where: Condition,
         stats: TraversalStats,
-    ) -> tuple[list[list[TagHit]], dict[TagKey, int]]:
-        """Each tag's hits, and the sizes the storage learned from the same reads."""
+    ) -> tuple[list[list[TagHit]], dict[TagKey, int], dict[TagKey, int]]:
+        """Each tag's hits, and the sizes and pages the storage learned from the same reads."""
         stats.tag_queries += len(tags)
         stats.tag_waves += 1
         sizes: dict[TagKey, int] = {}
+        pages: dict[TagKey, int] = {}
         found = await self.storage.search_tags(
-            tags, query, adjacent_k, where, self._concurrency, sizes=sizes
+            tags, query, adjacent_k, where, self._concurrency, sizes=sizes, pages=pages
         )
-        return found, sizes
+        return found, sizes, pages
 
     async def traversal_search(
         self,
@@ -211,7 +212,7 @@ class Traversal:
                 tags = sorted(carrier)
                 visited.update(tags)
                 frontier = []
-                found, _ = await self._search_tags(tags, query, adjacent_k, where, stats)
+                found, _, _ = await self._search_tags(tags, query, adjacent_k, where, stats)
                 for tag, tag_hits in zip(tags, found, strict=True):
                     path = (*reached[carrier[tag]].path, tag)
                     for hit in tag_hits:
@@ -549,11 +550,11 @@ class _Search:
                     self.reached[node_id].outgoing - self.visited - self.tag_reads.keys()
                 )
         wanted = sorted(missing)
-        found, sizes_read = await self.traversal._search_tags(
+        found, sizes_read, pages_read = await self.traversal._search_tags(
             wanted, self.query, self.strategy.adjacent_k, self.where, self.stats
         )
         sizes = await self._tag_sizes(wanted, found, sizes_read)
-        pages = await self._tag_pages(wanted, found, sizes)
+        pages = await self._tag_pages(wanted, found, sizes, pages_read)
         for tag, tag_hits in zip(wanted, found, strict=True):
             leads = page_leads(tag_hits, sizes[tag], pages[tag])
             self.tag_reads[tag] = (tag_hits, sizes[tag], pages[tag], leads)
@@ -582,13 +583,19 @@ class _Search:
         return sizes
 
     async def _tag_pages(
-        self, tags: Sequence[TagKey], found: Sequence[Sequence[TagHit]], sizes: dict[TagKey, int]
+        self,
+        tags: Sequence[TagKey],
+        found: Sequence[Sequence[TagHit]],
+        sizes: dict[TagKey, int],
+        pages_read: dict[TagKey, int],
     ) -> dict[TagKey, int]:
         """How many pages the passages under each tag belong to, where it matters: for a
         tag that cites pages (`relevance.cites_pages`), is of no structural kind (one passes
         no relevance) and leads to more than one passage; its size elsewhere (each passage
-        counts alone).  A tag read whole shows its pages; the storage counts the others'."""
+        counts alone).  A tag read whole shows its pages, the storage's read may have
+        counted them (`pages_read`), and the storage counts the others'."""
         pages: dict[TagKey, int] = {}
+        counted: dict[TagKey, int] = {}
         unknown = []
         structural = self.strategy.structural_kinds
         for tag, tag_hits in zip(tags, found, strict=True):
@@ -596,10 +603,12 @@ class _Search:
                 pages[tag] = sizes[tag]
             elif len(tag_hits) >= sizes[tag]:
                 pages[tag] = len({page_of(hit.id) for hit in tag_hits})
+            elif tag in pages_read:
+                counted[tag] = pages_read[tag]
             else:
                 unknown.append(tag)
         if unknown:
             self.stats.page_counts += len(unknown)
-            counted = await self.storage.tag_pages(unknown, self.where)
-            pages.update((tag, max(1, min(counted[tag], sizes[tag]))) for tag in unknown)
+            counted.update(await self.storage.tag_pages(unknown, self.where))
+        pages.update((tag, max(1, min(count, sizes[tag]))) for tag, count in counted.items())
         return pages

@@ -188,6 +188,37 @@ async def test_tag_pages_count_the_small_part_and_every_bucket(storage):
     assert await storage.tag_pages([HOT], parse_filter({"color": "red"})) == {HOT: 2}
 
 
+async def test_a_small_tags_pages_come_with_its_read(storage):
+    """A small tag is read whole, so the read counts its pages too, filter included: a
+    traversal asked for them in a second round trip, which read the tag's keys again.  A hot
+    tag's pages are not in the read (its buckets are searched, not read): `tag_pages`."""
+    one_page, two_pages = ("href", "a"), ("href", "b")
+    cited = [("page0.txt#0", one_page), ("page0.txt#1", one_page)]
+    cited += [("page1.txt#0", two_pages), ("page2.txt#0", two_pages)]
+    await storage.upsert(
+        [
+            StoredNode(
+                Node(
+                    node_id, "text", {"color": "blue" if i == 3 else "red"}, {Link.incoming(*tag)}
+                ),
+                unit(vector(i)),
+            )
+            for i, (node_id, tag) in enumerate(cited)
+        ]
+    )
+    await grow(storage, 5)
+    assert buckets(storage)  # HOT is hot; the two others are small
+    tags = [one_page, two_pages, HOT]
+    sizes: dict = {}
+    pages: dict = {}
+    await storage.search_tags(tags, unit([1, 0, 0]), 1, EVERYTHING, sizes=sizes, pages=pages)
+    assert pages == {one_page: 1, two_pages: 2}
+    assert sizes == {one_page: 2, two_pages: 2, HOT: 5}
+    blue: dict = {}
+    await storage.search_tags(tags, unit([1, 0, 0]), 1, parse_filter({"color": "blue"}), pages=blue)
+    assert blue == {one_page: 0, two_pages: 1}
+
+
 async def test_delete_removes_rows_from_the_small_part_and_their_buckets(storage):
     await grow(storage, 10)
     places = where_rows_are(storage)

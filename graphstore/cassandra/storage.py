@@ -587,16 +587,19 @@ class CassandraStorage(Storage):
         concurrency: int = 16,
         *,
         sizes: dict[TagKey, int] | None = None,
+        pages: dict[TagKey, int] | None = None,
     ) -> list[list[TagHit]]:
         """One wave for all `tags` (`tag_reads`): small parts by `IN`, buckets by ANN; the
-        bound on requests is `max_in_flight`, not `concurrency`.  The sizes of small tags
-        (and, unfiltered, of hot ones) come with it."""
+        bound on requests is `max_in_flight`, not `concurrency`.  The sizes and pages of
+        small tags (and, unfiltered, the sizes of hot ones) come with it."""
         if k <= 0 or not await self._present():
             return [[] for _ in tags]
-        found, learned = await self._reader.search(tags, vector.astype(np.float32), k, where)
+        read = await self._reader.search(tags, vector.astype(np.float32), k, where)
         if sizes is not None:
-            sizes.update(learned)
-        return found
+            sizes.update(read.sizes)
+        if pages is not None:
+            pages.update(read.pages)
+        return read.hits
 
     async def tag_sizes(
         self, tags: Sequence[TagKey], where: Condition = EVERYTHING

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from graphstore.cassandra.filters import Branch, Plan
 from graphstore.cassandra.hot_tags import HotTags, bucket_count
@@ -74,6 +74,15 @@ class _Tag:
     hot_rows: int | None = None
 
 
+class TagReads(NamedTuple):
+    """What one wave of tag reads found: each tag's hits, in the order asked, and the
+    sizes and pages (`nodes.page_of`) the reads counted, filter included."""
+
+    hits: list[list[TagHit]]
+    sizes: dict[TagKey, int]
+    pages: dict[TagKey, int]
+
+
 class TagReader:
     """Reads tags for one storage (see the module docstring)."""
 
@@ -87,9 +96,9 @@ class TagReader:
 
     async def search(
         self, tags: Sequence[TagKey], query: Vector, k: int, where: Condition
-    ) -> tuple[list[list[TagHit]], dict[TagKey, int]]:
-        """The `k` nodes nearest to `query` under each tag passing `where`, and every size
-        the reads gave."""
+    ) -> TagReads:
+        """The `k` nodes nearest to `query` under each tag passing `where`, every size the
+        reads gave, and the pages of the tags read whole (small ones)."""
         found = {tag: _Tag() for tag in tags}
         known = {tag: self._hot.buckets(tag) for tag in found if self._hot.buckets(tag)}
 
@@ -122,16 +131,16 @@ class TagReader:
             )
         )
         small = ranked_groups([found[tag].small for tag in tags], query, k)
-        pages: list[list[TagHit]] = []
-        sizes: dict[TagKey, int] = {}
+        read = TagReads([], {}, {})
         for tag, small_hits in zip(tags, small, strict=True):
             state = found[tag]
-            pages.append(_best(small_hits + state.hits, k) if state.hits else small_hits)
+            read.hits.append(_best(small_hits + state.hits, k) if state.hits else small_hits)
             if not state.buckets:
-                sizes[tag] = len(state.small)
+                read.sizes[tag] = len(state.small)
+                read.pages[tag] = len({page_of(node_id) for node_id, _, _ in state.small})
             elif state.hot_rows is not None:
-                sizes[tag] = len(state.small) + state.hot_rows
-        return pages, sizes
+                read.sizes[tag] = len(state.small) + state.hot_rows
+        return read
 
     async def _read_small(self, found: dict[TagKey, _Tag], where: Condition) -> None:
         """Every small part, by `IN` on one node (`kind = ? AND tag IN ?`, a request per kind
