@@ -89,3 +89,12 @@ def test_fast_schema_is_asked_for(tmp_path: Path):
     fast = CassandraNode(tmp_path / "b", fast_schema=True).command(Path("java"), lib, config)
     assert FAST_SCHEMA_OPTION not in safe
     assert FAST_SCHEMA_OPTION in fast
+
+
+def test_a_single_node_takes_the_address_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """`--address` was a cluster's only: one node started on 127.0.0.1 whatever was asked,
+    on the address and port another user's node may hold."""
+    assert main(["status", "--dir", str(tmp_path), "--address", "127.0.0.2", "--port", "9"]) == 1
+    assert "CQL on 127.0.0.2:9: not answering" in capsys.readouterr().out

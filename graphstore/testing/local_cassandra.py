@@ -611,7 +611,9 @@ def main(argv: list[str] | None = None) -> int:
         "--port", type=int, default=DEFAULT_PORT, help=f"CQL port (default {DEFAULT_PORT})"
     )
     parser.add_argument(
-        "--address", help="a cluster's first address (default 127.0.0.2, then .3, .4, ...)"
+        "--address",
+        help=f"the node's address (default {HOST}), or a cluster's first (default 127.0.0.2, "
+        "then .3, .4, ...)",
     )
     parser.add_argument(
         "--heap", help=f"JVM heap, -Xms/-Xmx (default {DEFAULT_HEAP}; 512M per cluster node)"
@@ -652,6 +654,7 @@ def _node_command(args: argparse.Namespace) -> int:
         args.dir or DEFAULT_NODE_DIR,
         port=args.port,
         heap=args.heap or DEFAULT_HEAP,
+        host=args.address or HOST,
         fast_schema=args.fast_schema,
     )
     if args.action == "start":
