@@ -142,7 +142,13 @@ def document_to_node(document: Document, node_id: str | None = None) -> Node:
     metadata = dict(document.metadata)
     links = metadata.pop(METADATA_LINKS_KEY, [])
     chosen = _given_or_new_id(document.id if node_id is None else node_id)
-    return Node(chosen, document.page_content, metadata, as_links(links))
+    try:
+        node_links = as_links(links)
+    except InvalidInputError as error:  # say which document and key, as a batch has many
+        raise InvalidInputError(
+            f"document {chosen!r}: metadata[{METADATA_LINKS_KEY!r}]: {error}"
+        ) from None
+    return Node(chosen, document.page_content, metadata, node_links)
 
 
 ADD_DOCUMENTS_OPTIONS = ("ids", "batch_size")

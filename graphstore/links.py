@@ -76,7 +76,10 @@ def as_link(value: Any) -> Link:
     elif all(hasattr(value, name) for name in ("kind", "direction", "tag")):
         kind, direction, tag = value.kind, value.direction, value.tag
     else:
-        raise InvalidInputError(f"a link must be a Link, not {type(value).__name__}")
+        raise InvalidInputError(
+            "a link must be a Link or a {kind, direction, tag} dict, "
+            f"not {type(value).__name__} {_brief(value)}"
+        )
     if direction not in DIRECTIONS:
         raise InvalidInputError(f"link direction must be one of in, out, bidir, not {direction!r}")
     for name, text in (("kind", kind), ("tag", tag)):
@@ -88,6 +91,12 @@ def as_link(value: Any) -> Link:
             )
         check_utf8(f"link {name}", text)
     return Link(kind, direction, tag)
+
+
+def _brief(value: Any, limit: int = 60) -> str:
+    """`value`'s repr, cut to `limit` characters: a one-line error names what it refused."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def bounded(link: Link) -> Link:

@@ -78,7 +78,11 @@ CASES = [
         add(node(metadata={"a": [{"b": object()}]})),
         "metadata.a[0].b is a object",
     ),
-    Case("link is a string", add(node(links=["kw:t"])), "a link must be a Link, not str"),
+    Case(
+        "link is a string",
+        add(node(links=["kw:t"])),
+        "a link must be a Link or a {kind, direction, tag} dict, not str 'kw:t'",
+    ),
     Case("links is a string", add(node(links="kw:t")), "links must be a list of Link, not str"),
     Case(
         "unknown direction",

@@ -425,6 +425,16 @@ def test_writes_of_the_wrong_kind_of_thing_are_refused_in_one_line(vectorstore):
             lambda: GraphStoreVectorStore.from_documents(["x"], embedding),
             "documents[0] must be a Document, not str",
         ),
+        (  # named neither the document nor its key: "a link must be a Link, not str"
+            lambda: vectorstore.add_documents(
+                [
+                    Document("Cats purr.", id="cats"),
+                    Document("Dogs bark.", id="dogs", metadata={"links": ["https://dogs.org"]}),
+                ]
+            ),
+            "document 'dogs': metadata['links']: a link must be a Link or a "
+            "{kind, direction, tag} dict, not str 'https://dogs.org'",
+        ),
     ]
     for write, message in refused:
         with pytest.raises(InvalidInputError, match=f"^{re.escape(message)}"):
