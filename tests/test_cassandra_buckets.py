@@ -219,6 +219,22 @@ async def test_a_small_tags_pages_come_with_its_read(storage):
     assert blue == {one_page: 0, two_pages: 1}
 
 
+async def test_a_reader_counts_the_pages_of_buckets_added_since_it_learned_them(storage):
+    """A reader reads the buckets it knows together with the small part, and the buckets
+    the small part names beyond them after it: none is left out of the count."""
+    await grow(storage, 8)
+    reader = connect(storage.table)
+    try:
+        assert await reader.tag_pages([HOT]) == {HOT: 8}  # one page per member
+        before = len(buckets(storage))
+        await storage.upsert([member(i) for i in range(8, 30)])
+        assert len(buckets(storage)) > before
+        assert await reader.tag_pages([HOT]) == {HOT: 30}
+        assert await reader.tag_pages([HOT], parse_filter({"color": "red"})) == {HOT: 0}
+    finally:
+        await reader.close()
+
+
 async def test_delete_removes_rows_from_the_small_part_and_their_buckets(storage):
     await grow(storage, 10)
     places = where_rows_are(storage)

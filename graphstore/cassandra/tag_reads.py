@@ -178,18 +178,25 @@ class TagReader:
 
     async def pages(self, tags: Sequence[TagKey], where: Condition) -> dict[TagKey, int]:
         """How many pages the nodes passing `where` under each tag belong to: the small
-        part's keys and each hot bucket's members, read and counted here."""
+        part's keys and each hot bucket's members, read and counted here.  The buckets
+        already known (a traversal's read of the tag learned them) are read together with
+        the small part; a bucket the small part names beyond them, after it."""
 
         async def members(tag: TagKey) -> set[str]:
-            rows = await self._requests.run(READ_TAG_KEYS, tag)
-            found = {
+            known = self._hot.buckets(tag)
+            rows, hot = await asyncio.gather(
+                self._requests.run(READ_TAG_KEYS, tag), self._hot_members(tag, known, where)
+            )
+            found: set[str] = hot | {
                 node_id
                 for _, _, node_id, terms in rows
                 if node_id is not None and passes(where, terms)
             }
             buckets = bucket_count(rows[0][1] if rows else None)
             self._hot.learn(tag, buckets)
-            return found | await self._hot_members(tag, buckets, where) if buckets else found
+            if buckets > known:
+                found |= await self._hot_members(tag, buckets, where, first=known)
+            return found
 
         counted = await asyncio.gather(*(members(tag) for tag in tags))
         return {
@@ -217,10 +224,18 @@ class TagReader:
         return len(await self._hot_members(tag, buckets, where, planned))
 
     async def _hot_members(
-        self, tag: TagKey, buckets: int, where: Condition, planned: Plan | None = None
+        self,
+        tag: TagKey,
+        buckets: int,
+        where: Condition,
+        planned: Plan | None = None,
+        *,
+        first: int = 0,
     ) -> set[str]:
-        """The ids of a hot tag's rows passing `where`, every bucket read by each query of
-        the filter's plan."""
+        """The ids of a hot tag's rows passing `where`, each of its buckets from `first` on
+        read by each query of the filter's plan."""
+        if buckets <= first:
+            return set()
         plan = planned or await self._plan(where)
 
         async def members(bucket: int, branch: Branch) -> set[str]:
@@ -228,6 +243,6 @@ class TagReader:
             return {node_id for node_id, terms in rows if branch.exact or passes(where, terms)}
 
         found = await asyncio.gather(
-            *(members(b, branch) for b in range(buckets) for branch in plan.branches)
+            *(members(b, branch) for b in range(first, buckets) for branch in plan.branches)
         )
         return set().union(*found)
