@@ -82,13 +82,16 @@ HIDDEN = ("head", "title", "script", "style", "template")
 NOT_DISPLAYED = re.compile(r"(?:^|;)\s*display\s*:\s*none\s*(?:!important\s*)?(?:;|$)", re.I)
 """An inline style that hides its element (`style="display: none"`)."""
 SENTENCE = re.compile(
-    r".*?(?:(?<![.!?])[.!?]++[”’\"'」』）)\]]*+(?:\s+|\Z)|[。！？；]+[”’\"'」』）)\]]*\s*|\Z)",
+    r".*?(?:(?<![.!?])[.!?]++[”’\"'」』）)\]]*+(?:\s+|\Z)"
+    r"|(?:[。！？；｡]|．(?![0-9０-９]))+[”’\"'」』）)\]]*\s*|\Z)",
     re.DOTALL,
 )
 """A sentence with what follows its end up to the next one: closing quotes and brackets (a
 Chinese quotation closes after its 。, so its ” stays with it), then spaces.  A `.`, `!` or
 `?` ends one only before a space or the end, never inside `3.14`, `example.com` or
-`notes.md`; a run of them is tried once, from its start (linear on `.....`)."""
+`notes.md`; a run of them is tried once, from its start (linear on `.....`).  The full-width
+`．` ends a Chinese sentence as `。` does (editions of 红楼梦 end most sentences with it),
+except between digits (`３．１４`)."""
 LAST_SPACE = re.compile(r"[^\S\u00a0\u2007\u202f][\S\u00a0\u2007\u202f]*\Z")
 """The last breaking space of a string (not a no-break space): where a long sentence is cut."""
 CLAUSE_MARK = re.compile(r"[，、；：][^，、；：]*\Z")

@@ -378,3 +378,12 @@ def test_a_markdown_headings_section_path_reads_without_its_inline_marks():
     assert passages[0].text.startswith("# **Chapter 2** The *storm*")  # the text as written
     linked = split_markdown("b.md", "# [Chapter 3](c3.md)\n\nText.\n", 1000)
     assert [(p.section, p.chapter) for p in linked] == [(("Chapter 3",), 3)]
+
+
+def test_a_full_width_full_stop_ends_a_chinese_sentence_but_not_a_number():
+    """This edition of 红楼梦 ends most sentences with `．` (U+FF0E), which was no sentence
+    end: passages were cut at the last clause mark, mid-sentence (`…则又追踪蹑迹，`)."""
+    sentence = "天地玄黄宇宙洪荒，日月盈昃辰宿列张，寒来暑往秋收冬藏．"
+    passages = split_text("a.txt", sentence * 6 + "圆周率约为３．１４，不是３．" + "\n", 60)
+    assert [p.text for p in passages][:3] == [sentence * 2] * 3
+    assert passages[-1].text == "圆周率约为３．１４，不是３．"
