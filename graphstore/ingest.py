@@ -36,6 +36,7 @@ from extractors.html_links import (
     page_url,
 )
 from extractors.markdown_links import MarkdownInput, MarkdownLinkExtractor
+from graphstore.earlier_embeddings import EarlierEmbeddings
 from graphstore.errors import InvalidInputError
 from graphstore.file_identity import FileVersion, file_identities, file_identity, file_version
 from graphstore.link_cache import LinkCache, extract_with_cache
@@ -382,6 +383,9 @@ class IngestReport:
     meanwhile, and an older text must not undo that); a file of more passages than a batch
     (256) may have had its first batches written before; the next ingest of the file
     stores it as it is then."""
+    embedded: int = 0
+    """Passages embedded: the others written kept the embedding stored for their text, under
+    their id or, moved within their file, under another (`earlier_embeddings`)."""
     unchaptered: list[str] = field(default_factory=list)
     """Files without a chapter heading, by source name, when at least as many files of the
     ingest have one (a novel's chapter file whose heading was forgotten, not a manual whose
@@ -486,6 +490,12 @@ async def ingest(
     written: set[str] = set()
     read_as = {recorded_file(path): (path, version) for path, version in versions.items()}
     changed: set[str] = set()
+    earlier_ids: dict[str, list[str]] = {}
+    for node_id, file in before.items():
+        earlier_ids.setdefault(renamed.get(file, file), []).append(node_id)
+    gone_files = {file for file in set(before.values()) if is_gone(file)}
+    gone_ids = [node_id for node_id, file in before.items() if file in gone_files]
+    earlier = EarlierEmbeddings(store.storage, earlier_ids, gone_ids)
 
     def current(nodes: list[Node]) -> list[Node]:
         """The nodes of files still as they were when this ingest began, checked just
@@ -507,7 +517,11 @@ async def ingest(
                 to_node(passage, found, metadata)
                 for passage, found in zip(batch, links, strict=True)
             ]
-        written.update(await store.aadd_nodes(nodes, reuse_embeddings=True, before_write=current))
+        written.update(
+            await store.aadd_nodes(
+                nodes, reuse_embeddings=True, earlier_embeddings=earlier, before_write=current
+            )
+        )
         total += len(batch)
         if on_batch:
             on_batch(len(batch))
@@ -523,6 +537,7 @@ async def ingest(
         passages=len(written),
         removed=removed,
         skipped=skipped,
+        embedded=earlier.asked - earlier.matched,
         unchaptered=unchaptered,
         changed=sorted(changed),
     )

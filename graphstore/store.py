@@ -16,7 +16,7 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -53,6 +53,8 @@ from graphstore.traversal import Traversal, TraversalStats
 from graphstore.utf8 import check_utf8
 
 T = TypeVar("T")
+EarlierLookup = Callable[[list[Node]], Awaitable[Mapping[str, Vector]]]
+"""Nodes -> embeddings stored under other ids with their texts, by node id (`aadd_nodes`)."""
 
 MAX_ID_LENGTH = 512
 SAME_MODEL_COSINE = 0.99
@@ -237,6 +239,7 @@ class GraphStore(Closing):
         *,
         vectors: VectorsLike | None = None,
         reuse_embeddings: bool = False,
+        earlier_embeddings: EarlierLookup | None = None,
         before_write: Callable[[list[Node]], list[Node]] | None = None,
     ) -> list[str]:
         """Embed (unless `vectors` are given) and upsert nodes; return the ids written.
@@ -250,7 +253,10 @@ class GraphStore(Closing):
         `reuse_embeddings`, a node stored under its id with the same text keeps its stored
         embedding instead of being embedded again: what an ingest does, since the store's
         model made that embedding from that text (a node stored with a vector of its own
-        would keep it, so this is not the default).  `before_write` is given each batch once
+        would keep it, so this is not the default).  `earlier_embeddings`, with it, is given
+        the nodes of a batch that found no such node and returns, by node id, embeddings of
+        their texts stored under other ids: an ingest's passages that moved within their
+        file (`earlier_embeddings.EarlierEmbeddings`).  `before_write` is given each batch once
         it is embedded, just before it is written, and returns the nodes still to write: an
         ingest leaves out the passages of a file written again since it read it.
         """
@@ -281,7 +287,10 @@ class GraphStore(Closing):
             else:
                 model = await self._checked_model(writing=False)
                 kept = await self._stored_embeddings(batch) if reuse_embeddings else {}
-                missing = [node.text for node in batch if node.id not in kept]
+                unmatched = [node for node in batch if node.id not in kept]
+                if reuse_embeddings and earlier_embeddings is not None and unmatched:
+                    kept.update(await earlier_embeddings(unmatched))
+                missing = [node.text for node in unmatched if node.id not in kept]
                 raw = iter(await self._embed(model, missing))
                 embedded = []
                 for node in batch:  # all one dimension, even in a new store
