@@ -655,6 +655,13 @@ async def _command(
             f"{context.tokens} of {context.budget} tokens)",
             file=sys.stderr,
         )
+        if context.card_left_out:
+            card, tokens = context.card_left_out
+            print(
+                f"graphstore: the best card, {inline(card)}, needs a budget of {tokens}; "
+                "no lesser card is shown in its place",
+                file=sys.stderr,
+            )
         if not context.hits:
             await _hint_if_no_chapters(store, args.scene, args.as_of_chapter)
     elif args.command == "show":

@@ -81,6 +81,9 @@ class PromptContext:
     first_needed: tuple[str, int] | None = None
     """Then too: the id of the best card or passage found (the first) and the budget it
     needs, which may be more than `needed`."""
+    card_left_out: tuple[str, int] | None = None
+    """The best card (the first the scene names) when it is longer alone than the budget,
+    and the budget it needs: no lesser card was shown in its place."""
 
     def check_shown(self) -> None:
         """A one-line error when something was found and nothing fit the budget, naming
@@ -151,6 +154,7 @@ def assemble(
         [by_card[entry.id] for entry in shown_cards],
         filled.needed,
         filled.first,
+        filled.left_out,
     )
 
 

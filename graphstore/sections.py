@@ -7,7 +7,9 @@ to the entries the earlier ones had no room for (a section of share 0 takes noth
 Within a section, entries are taken best first while the whole block so far still fits
 that limit (an entry too long is skipped so a shorter later one can fit; but a section's
 limit stretches, within the budget, to hold its best entry alone, so that a share too small
-for the card a scene names does not hand that share to a lesser, shorter card), then shown in
+for the card a scene names does not hand that share to a lesser, shorter card; and a section
+before the last whose best entry is longer alone than the whole budget takes nothing, for
+the same reason, and names it in `Filled.left_out`), then shown in
 story order: grouped by source, by position within a source; sources by their first
 chapter (a book's chapter files in the book's order), else in the order of their best
 entries.  Counting the whole rendered block at every step, citations, titles and separators
@@ -66,6 +68,9 @@ class Filled:
     """When entries were offered and none fit: the budget the shortest needs alone."""
     first: tuple[str, int] | None = None
     """Then too: the id of the first entry offered (the best) and the budget it needs."""
+    left_out: tuple[str, int] | None = None
+    """The best entry of a section before the last that is longer alone than the budget,
+    and the budget it needs: its section took nothing in its place."""
 
 
 def limits(shares: Sequence[float], budget: int) -> list[int]:
@@ -244,15 +249,22 @@ def fill(
             else:  # one entry that does not fit, or none left that is new
                 position, run = end, 1
 
+    left_out: tuple[str, int] | None = None
+    barred: set[int] = set()
+    """Sections before the last whose best entry is longer alone than the budget."""
     for index, section in enumerate(sections):
         best = next((entry for entry in section.entries if not _keys(entry) & seen), None)
         if section.share and best is not None:
             best_tokens = tokens(index, [best])
             if caps[index] < best_tokens <= budget:  # the best entry stretches the limit
                 caps[index:] = [max(cap, best_tokens) for cap in caps[index:]]
+            elif best_tokens > budget and index < len(sections) - 1:
+                barred.add(index)
+                left_out = left_out or (best.id, best_tokens)
+                continue
         take(index, section.entries, caps[index])
     for index, section in enumerate(sections[:-1]):  # what the last section left over
-        if section.share:
+        if section.share and index not in barred:
             take(index, section.entries, budget)
     chosen = [story_order(entries) for entries in kept]
     titled = [(section.title, entries) for section, entries in zip(sections, chosen, strict=True)]
@@ -269,4 +281,4 @@ def fill(
         alone = [_tokens(count, render([("", [entry])], template, separator)) for entry in offered]
         needed = min(alone, default=None)
         first = (offered[0].id, alone[0]) if offered else None
-    return Filled(render(titled, template, separator), chosen, needed, first)
+    return Filled(render(titled, template, separator), chosen, needed, first, left_out)

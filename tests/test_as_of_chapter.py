@@ -5,6 +5,7 @@ passage and no card value dated later; without it, later ones do.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import ClassVar
@@ -138,6 +139,13 @@ def test_cli_as_of_chapter_for_prompt_and_search(tmp_path, capsys, monkeypatch):
     unscoped = capsys.readouterr().out
     assert "book.txt#1" in unscoped
     assert "处境: 被唐僧写下贬书逐回花果山" in unscoped
+
+    # 白骨精's card is longer than the whole budget: named, and no lesser card in its place.
+    assert main([*base, "prompt", "白骨精", "--budget", "60"]) == 0
+    out, err = capsys.readouterr()
+    assert "card:" not in out
+    assert "book.txt#1" in out
+    assert re.search(r"the best card, card:白骨精, needs a budget of \d+; no lesser card", err)
 
 
 def test_a_file_without_a_chapter_heading_is_named_and_a_store_without_chapters_says_so(

@@ -79,10 +79,15 @@ def test_a_best_entry_longer_than_its_share_stretches_the_share_rather_than_losi
     assert kept_cards == [named]
     assert kept_passages  # the passages get what the card leaves
     assert count_tokens(filled.text) <= 300
-    # A best entry longer than the whole budget stretches nothing: the lesser one fits as before.
+    assert filled.left_out is None
+    # A best entry longer than the whole budget is not replaced by the lesser one either (a
+    # scene naming 诸葛亮 at --budget 80 got the card of 曹操, named in a passage found): it
+    # is named, and the passages get the whole budget.
     huge = entries("c", [400])[0]
     filled = run([Section("Cards", 0.3, [huge, lesser]), Section("Passages", 0.7, passages)], 300)
-    assert filled.chosen[0] == [lesser]
+    assert filled.chosen[0] == []
+    assert filled.left_out == (huge.id, count_tokens(block([huge])))
+    assert count_tokens(block(passages[: len(filled.chosen[1]) + 1])) > 300
     # A section of share 0 takes nothing, its best entry neither.
     filled = run([Section("Cards", 0.0, [named]), Section("Passages", 1.0, passages)], 300)
     assert filled.chosen[0] == []
@@ -171,3 +176,23 @@ def test_assemble_puts_cards_first_rendered_as_of_the_chapter():
     assert [c.card.name for c in context.cards] == ["孙悟空"]
     with pytest.raises(InvalidInputError, match="card_share"):
         assemble(hits, budget=200, card_share=1.5)
+
+
+def test_the_best_card_longer_than_the_budget_is_named_and_not_replaced():
+    """`prompt "诸葛亮" --budget 80` showed the card of 曹操, named in a passage found, in
+    place of 诸葛亮's, and said nothing; at 90 it showed 诸葛亮's."""
+    from graphstore.cards import Card, Fact
+
+    named = Card("诸葛亮", attributes=(("身份", (Fact("军师卧龙先生" * 12, 36),)),), source="w.md")
+    lesser = Card("曹操", source="w.md")
+    hits = [Hit(Node("a", "孔明借箭。", {"source": "x.txt", "position": 1}), 0.5)]
+    cards = [SceneCard(named, "named in the scene"), SceneCard(lesser, "named in a passage found")]
+    context = assemble(hits, budget=80, cards=cards)
+    assert context.cards == []
+    assert [hit.node.id for hit in context.hits] == ["a"]
+    assert context.card_left_out is not None
+    card, needs = context.card_left_out
+    assert (card, needs > 80) == ("card:诸葛亮", True)
+    shown = assemble(hits, budget=needs, cards=cards)
+    assert [c.card.name for c in shown.cards] == ["诸葛亮"]
+    assert shown.card_left_out is None
