@@ -154,7 +154,7 @@ def card_files(folder: Path, store_files: Collection[str] = ()) -> FolderFiles:
     the store's own `store_files`): none when it does not exist (whether that is an error
     depends on the cards stored from it), a one-line error when it is not a folder."""
     if not os.path.lexists(folder):
-        return FolderFiles([], [])
+        return FolderFiles([], [], [])
     if not folder.is_dir():
         raise InvalidInputError(f"{folder} is not a folder of cards")
     return scan_folder(folder, MARKDOWN + YAML, store_files)

@@ -859,6 +859,8 @@ async def _ingest(args: argparse.Namespace, store: GraphStore, shown: str) -> No
     bar.close()
     if report.skipped:
         print(f"graphstore: {_skipped(report.skipped)}", file=sys.stderr)
+    if report.hidden:
+        print(f"graphstore: {_hidden(report.hidden)}", file=sys.stderr)
     if report.unchaptered:
         print(f"graphstore: {_unchaptered(report.unchaptered)}", file=sys.stderr)
     if report.changed:
@@ -894,6 +896,16 @@ def _skipped(names: Sequence[str]) -> str:
     return (
         f"skipped {len(names)} {'entry' if one else 'entries'} not read as a file (a link "
         f"to nothing or to a folder, a pipe, a folder it may not read): {_first_names(names)}"
+    )
+
+
+def _hidden(names: Sequence[str]) -> str:
+    """One line naming the hidden files an ingest left out."""
+    one = len(names) == 1
+    return (
+        f"left out {len(names)} hidden {'file' if one else 'files'} (a name starting with a "
+        f"dot; give {'it' if one else 'them'} by name to ingest {'it' if one else 'them'}): "
+        f"{_first_names(names)}"
     )
 
 

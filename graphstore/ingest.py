@@ -98,10 +98,12 @@ def ingest_root(root: Path | None) -> Path:
 
 class Discovered(NamedTuple):
     """The files an ingest reads, with their source names, and the source names of the
-    entries under its folders that it skips (`splitting.FolderFiles.skipped`)."""
+    entries under its folders that it skips and of the hidden files it leaves out
+    (`splitting.FolderFiles`)."""
 
     files: list[tuple[Path, str]]
     skipped: list[str]
+    hidden: list[str]
 
 
 def discover(
@@ -118,10 +120,13 @@ def discover(
     own = file_identities(store_files)
     found: dict[object, tuple[Path, str]] = {}
     skipped: list[str] = []
+    hidden: list[str] = []
     for path in paths:
         if path.is_dir():
-            files, unreadable = scan_folder(path, SUFFIXES, [*store_files, *card_files])
-            skipped.extend(source_name(entry, base) for entry in unreadable)
+            listed = scan_folder(path, SUFFIXES, [*store_files, *card_files])
+            files = listed.files
+            skipped.extend(source_name(entry, base) for entry in listed.skipped)
+            hidden.extend(source_name(entry, base) for entry in listed.hidden)
         elif path.is_file():
             files = [path]
         elif os.path.exists(path):  # a pipe, a device
@@ -136,7 +141,7 @@ def discover(
             if kept is None or (kept[0].is_symlink() and not file.is_symlink()):
                 found[key] = (file, source_name(file, base))
     check_sources_differ(found.values())
-    return Discovered(list(found.values()), sorted(set(skipped)))
+    return Discovered(list(found.values()), sorted(set(skipped)), sorted(set(hidden)))
 
 
 def check_sources_differ(files: Iterable[tuple[Path, str]]) -> None:
@@ -377,6 +382,9 @@ class IngestReport:
     """Entries under the folders ingested that are neither a file nor a folder (a link to
     nothing, a pipe), by source name: not read, so passages stored from them before are
     removed as stale."""
+    hidden: list[str] = field(default_factory=list)
+    """Hidden files under the folders ingested (a name starting with a dot), by source name:
+    left out, as a project's dot files are."""
     changed: list[str] = field(default_factory=list)
     """Files written again or removed while the ingest ran, by source name: their passages
     from then on were not written (another process may have ingested or deleted them
@@ -455,7 +463,7 @@ async def ingest(
         stored = await stored_files(store)
     before = recorded_within(stored, scopes_of(paths))
     check_found(paths, found, before, [recorded_file(Path(file)) for file in card_files])
-    files, skipped = found
+    files, skipped, hidden = found
     if page_linkers:
         titles = page_titles(files, stored)
         linkers = [*linkers, *(make(titles) for make in page_linkers)]
@@ -537,6 +545,7 @@ async def ingest(
         passages=len(written),
         removed=removed,
         skipped=skipped,
+        hidden=hidden,
         embedded=earlier.asked - earlier.matched,
         unchaptered=unchaptered,
         changed=sorted(changed),

@@ -128,10 +128,14 @@ class FolderFiles(NamedTuple):
     """The entries under a folder, not hidden: the regular files with an ingestible suffix
     to read, and those `skipped`, which an ingest names instead of passing over in silence:
     an entry with such a suffix that is neither a file nor a folder (a link to nothing or
-    to itself, a pipe, a device), a link to a folder, and a folder it may not read."""
+    to itself, a pipe, a device), a link to a folder, and a folder it may not read.  Also
+    `hidden`: the files with such a suffix whose name starts with a dot, left out but named
+    (2Wiki's `...Baby One More Time (song).txt` was missing from the count in silence); a
+    hidden folder (`.git`) is not looked into."""
 
     files: list[Path]
     skipped: list[Path]
+    hidden: list[Path]
 
 
 def scan_folder(
@@ -148,16 +152,21 @@ def scan_folder(
     left_out = file_identities(leave_out)
     files: list[Path] = []
     skipped: list[Path] = []
+    hidden: list[Path] = []
     stack = [folder]
     while stack:
         top = stack.pop()
         try:
             with os.scandir(top) as listing:
-                entries = [Path(entry.path) for entry in listing if not entry.name.startswith(".")]
+                entries = [Path(entry.path) for entry in listing]
         except OSError:
             skipped.append(top)
             continue
         for path in entries:
+            if path.name.startswith("."):
+                if path.suffix.lower() in suffixes and file_identity(path) is not None:
+                    hidden.append(path)
+                continue
             if os.path.isdir(path):  # never raises: a folder it may not look at is no folder
                 (skipped if path.is_symlink() else stack).append(path)
             elif path.suffix.lower() not in suffixes:
@@ -166,7 +175,7 @@ def scan_folder(
                 skipped.append(path)
             elif identity not in left_out:
                 files.append(path)
-    return FolderFiles(sorted(files), sorted(skipped))
+    return FolderFiles(sorted(files), sorted(skipped), sorted(hidden))
 
 
 def read_text(path: Path) -> str:

@@ -1187,6 +1187,16 @@ def test_hidden_files_and_folders_below_an_ingested_folder_are_left_out(
     store = GraphStore(None, EmbeddedStorage(tmp_path / "s.db"))
     assert sorted(run_sync(store.anode_ids())) == ["card:ada", "docs/a.md#0"]
     store.close()
+    # The hidden file it could read is named, not passed over in silence; the folders not.
+    assert err.splitlines() == [
+        "graphstore: left out 1 hidden file (a name starting with a dot; give it by name to "
+        "ingest it): docs/.notes.md"
+    ]
+    status, _, err = cli(capsys, "--store", "s.db", "ingest", "docs/.notes.md")
+    assert status == 0, err
+    store = GraphStore(None, EmbeddedStorage(tmp_path / "s.db"))
+    assert "docs/.notes.md#0" in run_sync(store.anode_ids())
+    store.close()
 
 
 @pytest.mark.parametrize("command", [["stats"], ["check"], ["show", "a"]])
