@@ -82,8 +82,9 @@ class PromptContext:
     """Then too: the id of the best card or passage found (the first) and the budget it
     needs, which may be more than `needed`."""
     card_left_out: tuple[str, int] | None = None
-    """The best card (the first the scene names) when it is longer alone than the budget,
-    and the budget it needs: no lesser card was shown in its place."""
+    """The best card (the first offered) when it is longer alone than the budget, and the
+    budget it needs: only its peers (cards of the same provenance, such as the others the
+    scene names) were offered in its place, no lesser card."""
 
     def check_shown(self) -> None:
         """A one-line error when something was found and nothing fit the budget, naming

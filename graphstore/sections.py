@@ -7,9 +7,10 @@ to the entries the earlier ones had no room for (a section of share 0 takes noth
 Within a section, entries are taken best first while the whole block so far still fits
 that limit (an entry too long is skipped so a shorter later one can fit; but a section's
 limit stretches, within the budget, to hold its best entry alone, so that a share too small
-for the card a scene names does not hand that share to a lesser, shorter card; and a section
-before the last whose best entry is longer alone than the whole budget takes nothing, for
-the same reason, and names it in `Filled.left_out`), then shown in
+for the card a scene names does not hand that share to a lesser, shorter card; and when the
+best entry of a section before the last is longer alone than the whole budget, that section
+takes only its peers, the entries of the same provenance (the other cards the scene names),
+for the same reason, and names it in `Filled.left_out`), then shown in
 story order: grouped by source, by position within a source; sources by their first
 chapter (a book's chapter files in the book's order), else in the order of their best
 entries.  Counting the whole rendered block at every step, citations, titles and separators
@@ -70,7 +71,7 @@ class Filled:
     """Then too: the id of the first entry offered (the best) and the budget it needs."""
     left_out: tuple[str, int] | None = None
     """The best entry of a section before the last that is longer alone than the budget,
-    and the budget it needs: its section took nothing in its place."""
+    and the budget it needs: its section took only its peers (`fill`)."""
 
 
 def limits(shares: Sequence[float], budget: int) -> list[int]:
@@ -250,8 +251,9 @@ def fill(
                 position, run = end, 1
 
     left_out: tuple[str, int] | None = None
-    barred: set[int] = set()
-    """Sections before the last whose best entry is longer alone than the budget."""
+    offered = [list(section.entries) for section in sections]
+    """Each section's entries, but for one whose best entry is longer alone than the budget
+    (before the last section): its peers only."""
     for index, section in enumerate(sections):
         best = next((entry for entry in section.entries if not _keys(entry) & seen), None)
         if section.share and best is not None:
@@ -259,26 +261,27 @@ def fill(
             if caps[index] < best_tokens <= budget:  # the best entry stretches the limit
                 caps[index:] = [max(cap, best_tokens) for cap in caps[index:]]
             elif best_tokens > budget and index < len(sections) - 1:
-                barred.add(index)
+                offered[index] = [e for e in section.entries if e.provenance == best.provenance]
                 left_out = left_out or (best.id, best_tokens)
-                continue
-        take(index, section.entries, caps[index])
+        take(index, offered[index], caps[index])
     for index, section in enumerate(sections[:-1]):  # what the last section left over
-        if section.share and index not in barred:
-            take(index, section.entries, budget)
+        if section.share:
+            take(index, offered[index], budget)
     chosen = [story_order(entries) for entries in kept]
     titled = [(section.title, entries) for section, entries in zip(sections, chosen, strict=True)]
     needed = None
     first = None
     if not any(chosen):  # every entry offered was longer alone than the whole budget
         last = len(sections) - 1
-        offered = [
+        candidates = [
             entry
             for index, section in enumerate(sections)
             if section.share or index == last
-            for entry in section.entries
+            for entry in offered[index]
         ]
-        alone = [_tokens(count, render([("", [entry])], template, separator)) for entry in offered]
+        alone = [
+            _tokens(count, render([("", [entry])], template, separator)) for entry in candidates
+        ]
         needed = min(alone, default=None)
-        first = (offered[0].id, alone[0]) if offered else None
+        first = (candidates[0].id, alone[0]) if candidates else None
     return Filled(render(titled, template, separator), chosen, needed, first, left_out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from graphstore.errors import InvalidInputError
@@ -84,6 +86,7 @@ def test_a_best_entry_longer_than_its_share_stretches_the_share_rather_than_losi
     # scene naming 诸葛亮 at --budget 80 got the card of 曹操, named in a passage found): it
     # is named, and the passages get the whole budget.
     huge = entries("c", [400])[0]
+    lesser = replace(lesser, provenance="named in a passage found")
     filled = run([Section("Cards", 0.3, [huge, lesser]), Section("Passages", 0.7, passages)], 300)
     assert filled.chosen[0] == []
     assert filled.left_out == (huge.id, count_tokens(block([huge])))
@@ -196,3 +199,10 @@ def test_the_best_card_longer_than_the_budget_is_named_and_not_replaced():
     shown = assemble(hits, budget=needs, cards=cards)
     assert [c.card.name for c in shown.cards] == ["诸葛亮"]
     assert shown.card_left_out is None
+    # A peer, another card the scene names, still comes in; and with nothing found but the
+    # lesser card, the budget named is the best card's (the lesser would not be shown).
+    peer = SceneCard(Card("刘备", source="w.md"), "named in the scene")
+    context = assemble(hits, budget=80, cards=[cards[0], peer, cards[1]])
+    assert [c.card.name for c in context.cards] == ["刘备"]
+    alone = assemble([], budget=80, cards=cards)
+    assert (alone.cards, alone.needed, alone.first_needed) == ([], needs, ("card:诸葛亮", needs))
