@@ -10,23 +10,29 @@ of a file renamed (its old name gone): a chapter file renamed moves every passag
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 from graphstore.errors import StorageError
-from graphstore.nodes import Node, Vector
+from graphstore.nodes import Node, StoredNode, Vector
 from graphstore.splitting import FILE
 from graphstore.storage import Storage
+
+READ_CHUNK = 512
+"""Passages read by one `Storage.get` while looking for earlier texts."""
 
 
 class EarlierEmbeddings:
     """`GraphStore.aadd_nodes`'s `earlier_embeddings` for an ingest.
 
-    `earlier` maps each recorded file to the ids stored from it when the ingest began, and
-    `gone` lists the ids of files no longer there.  A file's passages are read, by text,
-    once, when a passage of that file finds none under its own id; only the files of the
-    batch at hand are kept, since an ingest writes one file after another.  The gone files'
-    passages are read once, for the passages that still found none.  Counts the passages
-    asked about (`asked`) and those it found (`matched`)."""
+    `earlier` maps each recorded file to the ids stored from it when the ingest began.  A
+    file's earlier passages are read once, when a passage of it finds no embedding under
+    its own id, and their embeddings kept by text until the ingest moves on to other files
+    (it writes one file after another); they are kept, not read again by id, because the
+    ingest's first batches overwrite those ids.  `gone` lists the ids of files no longer
+    there: a file new to the store (renamed, perhaps) looks its texts up among them, read
+    once and kept as text hashes, whose embeddings are read when a text matches (nothing
+    overwrites a gone file's passages before the ingest removes them).  `embedded` holds the
+    ids of the passages no earlier embedding was found for."""
 
     def __init__(
         self, storage: Storage, earlier: Mapping[str, Sequence[str]], gone: Sequence[str] = ()
@@ -35,43 +41,60 @@ class EarlierEmbeddings:
         self._earlier = earlier
         self._gone = gone
         self._by_file: dict[str, dict[str, Vector]] = {}
-        self._gone_texts: dict[str, Vector] | None = None
-        self.asked = 0
-        self.matched = 0
+        self._gone_ids: dict[int, str] | None = None
+        self.embedded: set[str] = set()
 
     async def __call__(self, nodes: list[Node]) -> dict[str, Vector]:
         files = {_file(node) for node in nodes}
         self._by_file = {file: texts for file, texts in self._by_file.items() if file in files}
         for file in files - self._by_file.keys():
-            self._by_file[file] = await self._texts(self._earlier.get(file, ()))
-        found = {
-            node.id: vector
-            for node in nodes
-            if (vector := self._by_file[_file(node)].get(node.text)) is not None
-        }
-        if self._gone and len(found) < len(nodes):
-            if self._gone_texts is None:
-                self._gone_texts = await self._texts(self._gone)
-            gone_texts = self._gone_texts
-            found |= {
-                node.id: gone_texts[node.text]
-                for node in nodes
-                if node.id not in found and node.text in gone_texts
+            self._by_file[file] = {
+                item.node.text: item.embedding
+                async for item in self._read(self._earlier.get(file, ()))
             }
-        self.asked += len(nodes)
-        self.matched += len(found)
+        found: dict[str, Vector] = {}
+        new_files: list[Node] = []
+        for node in nodes:
+            vector = self._by_file[_file(node)].get(node.text)
+            if vector is not None:
+                found[node.id] = vector
+            elif self._gone and _file(node) not in self._earlier:
+                new_files.append(node)
+        if new_files:
+            found |= await self._from_gone_files(new_files)
+        self.embedded.update(node.id for node in nodes if node.id not in found)
         return found
 
-    async def _texts(self, ids: Sequence[str]) -> dict[str, Vector]:
-        """The stored embeddings of `ids` by text; none when the rows cannot be read (a
-        corrupt row: its passage is embedded again, as it would be without this)."""
-        if not ids:
-            return {}
-        try:
-            stored = await self._storage.get(list(ids))
-        except StorageError:
-            return {}
-        return {item.node.text: item.embedding for item in stored}
+    async def _from_gone_files(self, nodes: Sequence[Node]) -> dict[str, Vector]:
+        """The embeddings of `nodes`' texts among the gone files' passages."""
+        if self._gone_ids is None:
+            self._gone_ids = {
+                hash(item.node.text): item.node.id async for item in self._read(self._gone)
+            }
+        wanted = {
+            node.id: earlier_id
+            for node in nodes
+            if (earlier_id := self._gone_ids.get(hash(node.text))) is not None
+        }
+        texts = {node.id: node.text for node in nodes}
+        stored = {item.node.id: item async for item in self._read(sorted(set(wanted.values())))}
+        return {
+            node_id: stored[earlier_id].embedding
+            for node_id, earlier_id in wanted.items()
+            if earlier_id in stored and stored[earlier_id].node.text == texts[node_id]
+        }
+
+    async def _read(self, ids: Sequence[str]) -> AsyncIterator[StoredNode]:
+        """The stored passages of `ids`, `READ_CHUNK` at a time; a chunk that cannot be read
+        (a corrupt row) is passed over: its passages are embedded again, as they would be
+        without this."""
+        for start in range(0, len(ids), READ_CHUNK):
+            try:
+                stored = await self._storage.get(list(ids[start : start + READ_CHUNK]))
+            except StorageError:
+                continue
+            for item in stored:
+                yield item
 
 
 def _file(node: Node) -> str:

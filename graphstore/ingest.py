@@ -46,6 +46,7 @@ from graphstore.nodes import SUFFIXES, Node, passage_source
 from graphstore.recorded_files import (
     check_ids_free,
     file_scopes,
+    gone_files,
     is_gone,
     other_names,
     recorded_within,
@@ -501,8 +502,8 @@ async def ingest(
     earlier_ids: dict[str, list[str]] = {}
     for node_id, file in before.items():
         earlier_ids.setdefault(renamed.get(file, file), []).append(node_id)
-    gone_files = {file for file in set(before.values()) if is_gone(file)}
-    gone_ids = [node_id for node_id, file in before.items() if file in gone_files]
+    moved_away = gone_files(before.values())
+    gone_ids = [node_id for node_id, file in before.items() if file in moved_away]
     earlier = EarlierEmbeddings(store.storage, earlier_ids, gone_ids)
 
     def current(nodes: list[Node]) -> list[Node]:
@@ -546,7 +547,7 @@ async def ingest(
         removed=removed,
         skipped=skipped,
         hidden=hidden,
-        embedded=earlier.asked - earlier.matched,
+        embedded=len(earlier.embedded & written),
         unchaptered=unchaptered,
         changed=sorted(changed),
     )

@@ -560,7 +560,10 @@ async def test_a_paragraph_inserted_above_embeds_only_itself(backend, tmp_path):
     }
     model.embedded.clear()
     chapter.write_text("\n\n".join(["Omega on ink.", *paragraphs]) + "\n")
-    report = await ingest(store, [tmp_path / "W"], linkers=[], root=tmp_path, max_chars=20)
+    # In batches of two, the first overwrites ids whose earlier texts the later ones need.
+    report = await ingest(
+        store, [tmp_path / "W"], linkers=[], root=tmp_path, max_chars=20, batch_size=2
+    )
     assert (report.passages, report.embedded, model.embedded) == (5, 1, ["Omega on ink."])
     moved = await store.aget_stored([f"W/a.md#{i}" for i in range(1, 5)])
     assert [item.node.text for item in moved] == paragraphs
