@@ -867,7 +867,7 @@ async def _ingest(args: argparse.Namespace, store: GraphStore, shown: str) -> No
         print(f"graphstore: {_changed(report.changed)}", file=sys.stderr)
     stats = await store.astats()
     print(
-        f"ingested {_count(report.passages, 'passage')} ({report.embedded} new or changed) "
+        f"ingested {_count(report.passages, 'passage')} ({report.embedded} embedded) "
         f"from {_count(report.files, 'file')} "
         f"and {_count(report.cards, 'card')} into {shown}; "
         f"removed {_passages_and_cards(report.removed, report.removed_cards, 'stale ')}; "

@@ -115,9 +115,7 @@ def test_cli_as_of_chapter_for_prompt_and_search(tmp_path, capsys, monkeypatch):
     store = str(tmp_path / "world.db")
     base = ["--store", store, "--model", "e5"]
     assert main([*base, "ingest", str(book), "--cards", str(CARDS), "--root", str(tmp_path)]) == 0
-    assert (
-        "ingested 3 passages (3 new or changed) from 1 file and 6 cards" in capsys.readouterr().out
-    )
+    assert "ingested 3 passages (3 embedded) from 1 file and 6 cards" in capsys.readouterr().out
 
     assert main([*base, "search", "行者打妖精", "--as-of-chapter", "26", "--json"]) == 0
     import json

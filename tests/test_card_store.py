@@ -223,7 +223,7 @@ def test_cli_ingests_cards_and_refuses_a_bad_one_in_one_line(tmp_path, capsys):
     (cards / "八戒.yaml").unlink()
     assert main([*base, str(text), "--cards", str(cards)]) == 0
     out = capsys.readouterr().out
-    assert "ingested 4 passages (4 new or changed) from 1 file and 2 cards" in out
+    assert "ingested 4 passages (4 embedded) from 1 file and 2 cards" in out
     assert "removed 0 stale passages; store has 4 passages, 2 cards, " in out  # not 6 passages
     assert main(["--store", str(store), "show", "card:孙悟空"]) == 0
     shown = capsys.readouterr().out

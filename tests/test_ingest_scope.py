@@ -291,7 +291,7 @@ def test_a_store_file_inside_the_folder_ingested_is_not_read_as_a_document(
     for embedded in (1, 0):  # the second time, nothing is new
         assert main(["--store", "notes/store.txt", "ingest", "notes", "--links", "none"]) == 0
         out = capsys.readouterr().out
-        assert out.startswith(f"ingested 1 passage ({embedded} new or changed) from 1 file")
+        assert out.startswith(f"ingested 1 passage ({embedded} embedded) from 1 file")
     assert main(["--store", "notes/store.txt", "ingest", "notes/store.txt"]) == 2
     assert capsys.readouterr().err == (
         "graphstore: error: notes/store.txt is the store itself, not a document\n"

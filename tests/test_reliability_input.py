@@ -243,7 +243,7 @@ def test_case3_same_named_files_in_two_folders_both_stay(models, tmp_path, capsy
     # One run over both folders (and a file twice): the count printed is the count stored.
     status, out, _ = cli(capsys, "--store", "d.db", "ingest", "x", "y", "x/README.md")
     assert status == 0
-    assert "ingested 2 passages (2 new or changed) from 2 files" in out
+    assert "ingested 2 passages (2 embedded) from 2 files" in out
     assert "store has 2 passages" in out
 
 
@@ -438,7 +438,7 @@ def test_case5_over_long_headings_and_hrefs_ingest(models, tmp_path, capsys, mon
     (docs / "d.txt").write_text("Text.\n" + " " * 2_500 + "\nMore text.\n")
     status, out, err = cli(capsys, "--store", "s.db", "ingest", "docs")
     assert status == 0, err
-    assert "passages (7 new or changed) from 4 files" in out
+    assert "passages (7 embedded) from 4 files" in out
     assert cli(capsys, "--store", "s.db", "check")[0] == 0
     store = GraphStore(None, EmbeddedStorage(tmp_path / "s.db"))
     ids = ["docs/a.html#0", "docs/a.html#1", "docs/b.html#0", "docs/d.txt#0"]
