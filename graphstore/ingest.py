@@ -104,7 +104,8 @@ class Discovered(NamedTuple):
 
     files: list[tuple[Path, str]]
     skipped: list[str]
-    hidden: list[str]
+    hidden: list[tuple[Path, str]]
+    """Hidden files left out (none read by another name, none beside card files)."""
 
 
 def discover(
@@ -121,13 +122,13 @@ def discover(
     own = file_identities(store_files)
     found: dict[object, tuple[Path, str]] = {}
     skipped: list[str] = []
-    hidden: list[str] = []
+    hidden: list[Path] = []
     for path in paths:
         if path.is_dir():
             listed = scan_folder(path, SUFFIXES, [*store_files, *card_files])
             files = listed.files
             skipped.extend(source_name(entry, base) for entry in listed.skipped)
-            hidden.extend(source_name(entry, base) for entry in listed.hidden)
+            hidden.extend(listed.hidden)
         elif path.is_file():
             files = [path]
         elif os.path.exists(path):  # a pipe, a device
@@ -142,7 +143,14 @@ def discover(
             if kept is None or (kept[0].is_symlink() and not file.is_symlink()):
                 found[key] = (file, source_name(file, base))
     check_sources_differ(found.values())
-    return Discovered(list(found.values()), sorted(set(skipped)), sorted(set(hidden)))
+    card_folders = {os.path.dirname(os.path.abspath(file)) for file in card_files}
+    left_out = {
+        (file, source_name(file, base))
+        for file in hidden
+        if (file_identity(file) or os.path.abspath(file)) not in found  # given by name too
+        and os.path.dirname(os.path.abspath(file)) not in card_folders  # a card's draft
+    }
+    return Discovered(list(found.values()), sorted(set(skipped)), sorted(left_out))
 
 
 def check_sources_differ(files: Iterable[tuple[Path, str]]) -> None:
@@ -385,7 +393,9 @@ class IngestReport:
     removed as stale."""
     hidden: list[str] = field(default_factory=list)
     """Hidden files under the folders ingested (a name starting with a dot), by source name:
-    left out, as a project's dot files are."""
+    left out, as a project's dot files are; but not one this ingest reads by name, nor one
+    whose passages are stored (ingested by name before: they are kept), nor a card's draft
+    beside the card files."""
     changed: list[str] = field(default_factory=list)
     """Files written again or removed while the ingest ran, by source name: their passages
     from then on were not written (another process may have ingested or deleted them
@@ -464,7 +474,9 @@ async def ingest(
         stored = await stored_files(store)
     before = recorded_within(stored, scopes_of(paths))
     check_found(paths, found, before, [recorded_file(Path(file)) for file in card_files])
-    files, skipped, hidden = found
+    files, skipped, _ = found
+    recorded = set(stored.values())
+    hidden = [source for path, source in found.hidden if recorded_file(path) not in recorded]
     if page_linkers:
         titles = page_titles(files, stored)
         linkers = [*linkers, *(make(titles) for make in page_linkers)]

@@ -164,7 +164,8 @@ def scan_folder(
             continue
         for path in entries:
             if path.name.startswith("."):
-                if path.suffix.lower() in suffixes and file_identity(path) is not None:
+                identity = file_identity(path) if path.suffix.lower() in suffixes else None
+                if identity is not None and identity not in left_out:
                     hidden.append(path)
                 continue
             if os.path.isdir(path):  # never raises: a folder it may not look at is no folder

@@ -1197,6 +1197,17 @@ def test_hidden_files_and_folders_below_an_ingested_folder_are_left_out(
     store = GraphStore(None, EmbeddedStorage(tmp_path / "s.db"))
     assert "docs/.notes.md#0" in run_sync(store.anode_ids())
     store.close()
+    # Not named: one stored (ingested by name before), one given by name in the same run,
+    # a hidden store file, and a card's draft beside the cards.
+    (tmp_path / "docs" / ".later.md").write_text("# Later\n\nMore.\n")
+    (tmp_path / "docs" / "cards").mkdir()
+    (tmp_path / "docs" / "cards" / "bo.md").write_text("---\nname: Bo\n---\nA sailor.\n")
+    (tmp_path / "docs" / "cards" / ".draft.md").write_text("---\nname: Cy\n---\nSoon.\n")
+    given = ["ingest", "docs", "docs/.later.md", "--cards", "docs/cards"]
+    status, _, err = cli(capsys, "--store", "s.db", *given)
+    assert (status, err) == (0, ""), err
+    status, _, err = cli(capsys, "--store", "docs/.idx.txt", *given)  # a new store: .notes.md
+    assert (status, err.count("hidden file"), err.count(".idx.txt")) == (0, 1, 0), err
 
 
 @pytest.mark.parametrize("command", [["stats"], ["check"], ["show", "a"]])
