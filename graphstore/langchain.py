@@ -145,9 +145,12 @@ def document_to_node(document: Document, node_id: str | None = None) -> Node:
     try:
         node_links = as_links(links)
     except InvalidInputError as error:  # say which document and key, as a batch has many
-        raise InvalidInputError(
-            f"document {chosen!r}: metadata[{METADATA_LINKS_KEY!r}]: {error}"
-        ) from None
+        named = (
+            "a document without an id"
+            if document.id is None and node_id is None
+            else (f"document {chosen!r}")
+        )
+        raise InvalidInputError(f"{named}: metadata[{METADATA_LINKS_KEY!r}]: {error}") from None
     return Node(chosen, document.page_content, metadata, node_links)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import reprlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -94,9 +95,16 @@ def as_link(value: Any) -> Link:
 
 
 def _brief(value: Any, limit: int = 60) -> str:
-    """`value`'s repr, cut to `limit` characters: a one-line error names what it refused."""
-    text = repr(value)
+    """`value`'s repr on one line, cut to `limit` characters, so that a one-line error names
+    what it refused (`reprlib`: a container's repr is built only as far as shown, and a repr
+    that fails names the value's type)."""
+    text = " ".join(BRIEF.repr(value).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+BRIEF = reprlib.Repr()
+"""How `_brief` writes a value: strings and other values cut at 60 characters."""
+BRIEF.maxstring = BRIEF.maxother = 60
 
 
 def bounded(link: Link) -> Link:

@@ -91,7 +91,7 @@ Chinese quotation closes after its 。, so its ” stays with it), then spaces. 
 `?` ends one only before a space or the end, never inside `3.14`, `example.com` or
 `notes.md`; a run of them is tried once, from its start (linear on `.....`).  The full-width
 `．` ends a Chinese sentence as `。` does (editions of 红楼梦 end most sentences with it),
-except between digits (`３．１４`)."""
+except before a digit (`３．１４`; a numbered item's `２．` ends one, as its line would)."""
 LAST_SPACE = re.compile(r"[^\S\u00a0\u2007\u202f][\S\u00a0\u2007\u202f]*\Z")
 """The last breaking space of a string (not a no-break space): where a long sentence is cut."""
 CLAUSE_MARK = re.compile(r"[，、；：][^，、；：]*\Z")

@@ -17,6 +17,7 @@ import pytest
 from graphstore import GraphStore, InvalidInputError, Link, Node, StoreOpenError
 from graphstore.embedded import EmbeddedStorage
 from graphstore.errors import InvalidArgumentError
+from graphstore.links import as_links
 from graphstore.nodes import StoredNode, unit
 from graphstore.strategy import search_strategy
 from graphstore.testing.embeddings import KeyedEmbeddings
@@ -410,3 +411,26 @@ async def test_a_storage_write_of_two_dimensions_is_refused_whole(backend):
     assert await backend.get(["a", "b"]) == []
     await backend.upsert(rows[:1])
     assert [stored.node.id for stored in await backend.get(["a", "b"])] == ["a"]
+
+
+def test_a_refused_link_is_named_on_one_line_however_it_prints():
+    """The error quoted the value's repr whole: a NumPy array's spans lines, and a repr that
+    raises turned the one-line error into its own exception."""
+
+    class Unprintable:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    for value, shown in [
+        (np.zeros((3, 3)), "ndarray array([[0., 0., 0.],"),
+        (Unprintable(), "Unprintable <Unprintable instance at"),
+        ("x" * 500, "str 'xxx"),
+    ]:
+        with pytest.raises(InvalidInputError) as refused:
+            as_links([value])
+        message = str(refused.value)
+        assert "\n" not in message
+        assert message.startswith(
+            f"a link must be a Link or a {{kind, direction, tag}} dict, not {shown}"
+        )
+        assert len(message) < 140

@@ -88,6 +88,7 @@ def test_split_pages(backend):
     if backend == "cassandra":
         cassandra_contact()  # the test node, or skip (fail in CI)
     split_pages.main(["--quick", "--backend", backend])
+    assert result_path("split_pages", backend, True, ".png").stat().st_size > 0
     result = json.loads(result_path("split_pages", backend, True, ".json").read_text())
     methods = {"similarity", "search (default)", "traversal_search (default)"}
     for found in result["results"].values():

@@ -435,6 +435,10 @@ def test_writes_of_the_wrong_kind_of_thing_are_refused_in_one_line(vectorstore):
             "document 'dogs': metadata['links']: a link must be a Link or a "
             "{kind, direction, tag} dict, not str 'https://dogs.org'",
         ),
+        (  # not by the id made up for it, which the user never saw
+            lambda: vectorstore.add_documents([Document("Owls.", metadata={"links": [3]})]),
+            "a document without an id: metadata['links']: a link must be",
+        ),
     ]
     for write, message in refused:
         with pytest.raises(InvalidInputError, match=f"^{re.escape(message)}"):
