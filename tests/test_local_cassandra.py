@@ -98,3 +98,7 @@ def test_a_single_node_takes_the_address_asked_for(
     on the address and port another user's node may hold."""
     assert main(["status", "--dir", str(tmp_path), "--address", "127.0.0.2", "--port", "9"]) == 1
     assert "CQL on 127.0.0.2:9: not answering" in capsys.readouterr().out
+    # Without --address, the one its config names (as a start on 127.0.0.2 writes it).
+    CassandraNode(tmp_path, port=9, host="127.0.0.2").write_config(7000)
+    assert main(["status", "--dir", str(tmp_path), "--port", "9"]) == 1
+    assert "CQL on 127.0.0.2:9: not answering" in capsys.readouterr().out

@@ -649,12 +649,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _node_command(args: argparse.Namespace) -> int:
-    """One action on the single node."""
+    """One action on the single node, on `--address`, else on the address its directory's
+    config names (a node started on 127.0.0.2 is answered for there), else `HOST`."""
+    node_dir = Path(args.dir or DEFAULT_NODE_DIR).expanduser()
     node = CassandraNode(
-        args.dir or DEFAULT_NODE_DIR,
+        node_dir,
         port=args.port,
         heap=args.heap or DEFAULT_HEAP,
-        host=args.address or HOST,
+        host=args.address or _configured_address(node_dir) or HOST,
         fast_schema=args.fast_schema,
     )
     if args.action == "start":
@@ -677,6 +679,16 @@ def _node_command(args: argparse.Namespace) -> int:
         print(f"pid: {pid or 'none'}; CQL on {node.host}:{node.port}: {answer}")
         return 0 if pid and ready else 1
     return 0
+
+
+def _configured_address(node_dir: Path) -> str | None:
+    """The `rpc_address` of the node's `cassandra.yaml`, if it has one."""
+    try:
+        config = (node_dir / "cassandra.yaml").read_text()
+    except OSError:
+        return None
+    found = re.search(r"^rpc_address:\s*(\S+)\s*$", config, re.MULTILINE)
+    return found.group(1) if found else None
 
 
 if __name__ == "__main__":
