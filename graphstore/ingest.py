@@ -178,8 +178,15 @@ def replaced_passages(
     those of a file it reads under another name (a link to it or to a folder above it, an
     earlier root), a card file's only within the paths, as under its own name; and those
     of a source name it writes whose file is gone (its folder moved, ingested again with a
-    `--root` that names it alike: the tail past the new end was left behind)."""
+    `--root` that names it alike: the tail past the new end was left behind); and those of
+    the files gone from the folder of a file given by name (`mv a.txt b.txt`, then `ingest
+    b.txt`, kept both copies and embedded the text again)."""
     before = recorded_within(stored, scopes_of(paths))
+    folders = {os.path.dirname(recorded_file(path)) for path in paths if path.is_file()}
+    if folders:
+        beside = {file for file in set(stored.values()) if os.path.dirname(file) in folders}
+        gone = gone_files(beside - set(before.values()))
+        before.update((node_id, file) for node_id, file in stored.items() if file in gone)
     renamed = other_names(stored.values(), [path for path, _ in files])
     renamed |= other_names(before.values(), cards)
     sources = {source for _, source in files}

@@ -574,6 +574,23 @@ async def test_a_paragraph_inserted_above_embeds_only_itself(backend, tmp_path):
     assert (report.passages, report.embedded, model.embedded) == (5, 0, [])
 
 
+async def test_a_file_renamed_and_ingested_by_its_new_name_replaces_the_old(backend, tmp_path):
+    """`mv a.txt b.txt`, then `ingest b.txt`: the old file was outside the path given, so
+    its passages stayed (the store held both copies, and a search spent places on them) and
+    the text was embedded again.  A file gone from the folder of a file given by name is
+    stale, and its embeddings are the new file's."""
+    old = write(tmp_path / "W" / "a.md", "Alpha on tea.\n\nBeta on rivers.\n")
+    kept = write(tmp_path / "W" / "c.md", "Gamma on salt.\n")
+    model = CountingEmbeddings()
+    store = GraphStore(model, backend)
+    await ingest(store, [old, kept], linkers=[], root=tmp_path, max_chars=20)
+    model.embedded.clear()
+    new = old.rename(tmp_path / "W" / "b.md")
+    report = await ingest(store, [new], linkers=[], root=tmp_path, max_chars=20)
+    assert (report.passages, report.embedded, report.removed, model.embedded) == (2, 0, 2, [])
+    assert sorted(await store.anode_ids()) == ["W/b.md#0", "W/b.md#1", "W/c.md#0"]
+
+
 async def test_a_file_reached_by_another_name_is_stored_once(
     backend: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
