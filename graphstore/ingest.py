@@ -178,15 +178,8 @@ def replaced_passages(
     those of a file it reads under another name (a link to it or to a folder above it, an
     earlier root), a card file's only within the paths, as under its own name; and those
     of a source name it writes whose file is gone (its folder moved, ingested again with a
-    `--root` that names it alike: the tail past the new end was left behind); and those of
-    the files gone from the folder of a file given by name (`mv a.txt b.txt`, then `ingest
-    b.txt`, kept both copies and embedded the text again)."""
+    `--root` that names it alike: the tail past the new end was left behind)."""
     before = recorded_within(stored, scopes_of(paths))
-    folders = {os.path.dirname(recorded_file(path)) for path in paths if path.is_file()}
-    if folders:
-        beside = {file for file in set(stored.values()) if os.path.dirname(file) in folders}
-        gone = gone_files(beside - set(before.values()))
-        before.update((node_id, file) for node_id, file in stored.items() if file in gone)
     renamed = other_names(stored.values(), [path for path, _ in files])
     renamed |= other_names(before.values(), cards)
     sources = {source for _, source in files}
@@ -196,6 +189,19 @@ def replaced_passages(
         if file in renamed or (passage_source(node_id) in sources and is_gone(file))
     )
     return before, renamed
+
+
+def gone_beside(stored: Mapping[str, str], paths: Sequence[Path]) -> dict[str, str]:
+    """The stored passages (id -> recorded file) of files gone from the folder of a file in
+    `paths`: stale, as the ingest of a file renamed there finds them (`mv a.txt b.txt`, then
+    `ingest b.txt`, kept both copies and embedded the text again), though outside the paths.
+    Not among the passages whose options an ingest takes (`replaced_passages`): a file
+    deleted there long ago says nothing of how to ingest the ones given."""
+    folders = {os.path.dirname(recorded_file(path)) for path in paths if path.is_file()}
+    if not folders:
+        return {}
+    gone = gone_files(file for file in stored.values() if os.path.dirname(file) in folders)
+    return {node_id: file for node_id, file in stored.items() if file in gone}
 
 
 def check_found(
@@ -491,6 +497,7 @@ async def ingest(
     read = [*(path for path, _ in files), *cards]  # a card file is no text: its text is stale
     versions = {path: file_version(path) for path in read}
     before, renamed = replaced_passages(stored, paths, files, cards)
+    before.update(gone_beside(stored, paths))
     planned: dict[str, str] = {}
     chaptered: dict[str, bool] = {}
     for passage in read_all(files, max_chars):

@@ -1285,3 +1285,30 @@ def test_case3_a_passage_another_process_stores_during_a_folder_ingest_stays(tmp
     assert ids == sorted([f"docs/f{i}.md#0" for i in range(4)] + ["docs/late.md#0"])
     other.close()
     store.close()
+
+
+def test_a_file_renamed_and_ingested_by_name_replaces_the_old_one_whatever_else_is_gone(
+    models, tmp_path, capsys, monkeypatch
+):
+    """`mv a.md b.md; ingest b.md` kept both copies; the old one is stale now.  A file
+    deleted beside it long ago, ingested with other options, is stale too, but says
+    nothing of how to ingest the one given: re-ingesting c.md is no conflict."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("Alpha on tea.\n\nBeta on rivers.\n")
+    (tmp_path / "docs" / "c.md").write_text("Gamma on salt.\n")
+    (tmp_path / "docs" / "old.md").write_text("Delta on snow.\n")
+    for name, chars in (("a.md", "20"), ("c.md", "20"), ("old.md", "500")):
+        assert (
+            cli(capsys, "--store", "s.db", "ingest", f"docs/{name}", "--max-chars", chars)[0] == 0
+        )
+    (tmp_path / "docs" / "old.md").unlink()
+    status, out, err = cli(capsys, "--store", "s.db", "ingest", "docs/c.md")
+    assert status == 0, err
+    assert "ingested 1 passage (0 embedded)" in out
+    assert "removed 1 stale passage; store has 3 passages" in out
+    (tmp_path / "docs" / "a.md").rename(tmp_path / "docs" / "b.md")
+    status, out, err = cli(capsys, "--store", "s.db", "ingest", "docs/b.md")
+    assert status == 0, err
+    assert "ingested 2 passages (0 embedded)" in out
+    assert "removed 2 stale passages; store has 3 passages" in out
