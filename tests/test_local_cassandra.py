@@ -102,3 +102,20 @@ def test_a_single_node_takes_the_address_asked_for(
     CassandraNode(tmp_path, port=9, host="127.0.0.2").write_config(7000)
     assert main(["status", "--dir", str(tmp_path), "--port", "9"]) == 1
     assert "CQL on 127.0.0.2:9: not answering" in capsys.readouterr().out
+
+
+def test_a_start_takes_the_address_asked_for_not_an_earlier_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """`status` and `stop` read the address from the node's config; `start` must not, or a
+    folder once started on 127.0.0.2 would start there again under `make test`, whose tests
+    connect to 127.0.0.1."""
+    from graphstore.testing import local_cassandra
+
+    CassandraNode(tmp_path, port=9, host="127.0.0.2").write_config(7000)
+    started: list[str] = []
+    monkeypatch.setattr(CassandraNode, "start", lambda node, timeout: started.append(node.host))
+    monkeypatch.setattr(local_cassandra, "cassandra_version", lambda: "5.0")
+    assert main(["start", "--dir", str(tmp_path), "--port", "9"]) == 0
+    assert main(["start", "--dir", str(tmp_path), "--port", "9", "--address", "127.0.0.3"]) == 0
+    assert started == ["127.0.0.1", "127.0.0.3"]

@@ -649,14 +649,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _node_command(args: argparse.Namespace) -> int:
-    """One action on the single node, on `--address`, else on the address its directory's
-    config names (a node started on 127.0.0.2 is answered for there), else `HOST`."""
+    """One action on the single node, on `--address`, else `HOST`; but `stop`, `kill` and
+    `status` go to the address the node's config names (a node started on 127.0.0.2 is
+    asked there), while `start` never takes an earlier start's address (`make test` starts
+    its node on `HOST` whatever a user once chose for that folder)."""
     node_dir = Path(args.dir or DEFAULT_NODE_DIR).expanduser()
+    configured = None if args.action == "start" else _configured_address(node_dir)
     node = CassandraNode(
         node_dir,
         port=args.port,
         heap=args.heap or DEFAULT_HEAP,
-        host=args.address or _configured_address(node_dir) or HOST,
+        host=args.address or configured or HOST,
         fast_schema=args.fast_schema,
     )
     if args.action == "start":
